@@ -1,0 +1,12 @@
+//! boxtable-operator: provisions Brighter outbox and inbox tables in PostgreSQL from `BoxTable`
+//! resources, under the same advisory lock Brighter applications take.
+//!
+//! A `BoxTable` becomes a [`migrate::Plan`]; the runner takes the lock derived in [`lock`] on one
+//! dedicated connection, brings the table to its target version in one transaction with Brighter's
+//! history table, releases the lock, and the result becomes the resource's status.
+
+pub mod db;
+pub mod ident;
+pub mod lock;
+pub mod migrate;
+pub mod reason;

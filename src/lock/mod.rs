@@ -1,0 +1,208 @@
+//! Brighter's migration advisory lock: the pinned key derivation, acquire with backoff, release, and
+//! holder lookup.
+//!
+//! A Brighter application that provisions its own tables at start-up derives exactly the same key, so
+//! the application and the operator exclude each other on a shared database. The lock is
+//! session-level and lives on one dedicated connection, never on a pool.
+
+mod holder;
+mod identity;
+mod poll;
+
+pub use holder::{Holder, find_holder};
+pub use identity::{LOCK_KEY_PREFIX, LOCK_NAMESPACE, LockIdentity, derive_key};
+pub use poll::{AcquireReport, BACKOFF_CAP, FIRST_DELAY, PollError, next_delay, poll_until_acquired};
+
+use std::time::Duration;
+use tokio_postgres::Client;
+use tokio_util::sync::CancellationToken;
+
+/// Takes the lock without waiting; `NULL` is reported as `None`.
+pub const TRY_LOCK_SQL: &str = "SELECT pg_try_advisory_lock($1::int8)";
+/// Releases one level of the session lock; `false` means the session did not hold it.
+pub const UNLOCK_SQL: &str = "SELECT pg_advisory_unlock($1::int8)";
+/// Whether this very session holds the lock (granted, in the current database).
+pub const HELD_BY_ME_SQL: &str = "SELECT EXISTS (SELECT 1 FROM pg_locks \
+     WHERE locktype = 'advisory' AND granted AND pid = pg_backend_pid() \
+       AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) \
+       AND classid = (($1::int8 >> 32) & 4294967295)::oid \
+       AND objid = ($1::int8 & 4294967295)::oid AND objsubid = 1)";
+
+/// Why taking, checking or releasing the lock failed. Every message names the lockKey.
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    /// A lock query failed on the server or the connection broke.
+    #[error("advisory lock query for {lock_key} failed")]
+    Query {
+        /// The lockKey.
+        lock_key: String,
+        /// The database error.
+        #[source]
+        source: tokio_postgres::Error,
+    },
+    /// `pg_try_advisory_lock` returned NULL instead of a boolean.
+    #[error("pg_try_advisory_lock returned NULL for {lock_key}")]
+    NullResult {
+        /// The lockKey.
+        lock_key: String,
+    },
+    /// The wait reached its timeout while another session held the lock.
+    #[error("{}", timeout_message(lock_key, *timeout, holder.as_ref()))]
+    Timeout {
+        /// The lockKey.
+        lock_key: String,
+        /// The configured timeout.
+        timeout: Duration,
+        /// Who held the lock when the wait gave up, when it could be seen.
+        holder: Option<Holder>,
+        /// Attempts made.
+        attempts: u32,
+    },
+    /// Shutdown cancelled the wait.
+    #[error("wait for advisory lock {lock_key} was cancelled")]
+    Cancelled {
+        /// The lockKey.
+        lock_key: String,
+    },
+    /// The session no longer holds the lock it took: the lock was lost.
+    #[error(
+        "advisory lock {lock_key} is no longer held by this session (a terminated backend or a connection pooler in transaction mode); the lock must live on one direct session"
+    )]
+    Lost {
+        /// The lockKey.
+        lock_key: String,
+    },
+}
+
+fn timeout_message(lock_key: &str, timeout: Duration, holder: Option<&Holder>) -> String {
+    let secs = timeout.as_secs_f64();
+    match holder {
+        Some(h) => format!("timed out after {secs}s waiting for advisory lock {lock_key}; held by {h}"),
+        None => format!("timed out after {secs}s waiting for advisory lock {lock_key}"),
+    }
+}
+
+impl LockError {
+    /// The lockKey this error is about.
+    pub fn lock_key(&self) -> &str {
+        match self {
+            LockError::Query { lock_key, .. }
+            | LockError::NullResult { lock_key }
+            | LockError::Timeout { lock_key, .. }
+            | LockError::Cancelled { lock_key }
+            | LockError::Lost { lock_key } => lock_key,
+        }
+    }
+}
+
+/// Takes the session lock on `client`, polling with backoff until `timeout` (0 = one attempt).
+///
+/// The first time the lock is found held, the holder is looked up and passed to `on_contended` (so
+/// callers can publish "waiting for pid N" before the wait ends). The wait runs in autocommit: no
+/// transaction is open between polls, so the waiter holds no snapshot.
+///
+/// # Errors
+/// [`LockError::Timeout`] (naming the lockKey, the timeout and the holder), [`LockError::NullResult`],
+/// [`LockError::Query`] or [`LockError::Cancelled`].
+///
+/// # Cancel safety
+/// Cancelling `cancel` ends the wait between polls at once. Dropping the future mid-query may leave
+/// the lock taken by this session; callers that drop it must close the session.
+pub async fn acquire(
+    client: &Client,
+    identity: &LockIdentity,
+    timeout: Duration,
+    cancel: &CancellationToken,
+    on_contended: impl FnOnce(Option<Holder>) + Send,
+) -> Result<AcquireReport, LockError> {
+    let lock_key = identity.lock_key();
+    let key = identity.key();
+    let notify = std::sync::Mutex::new(Some(on_contended));
+    let result = poll_until_acquired(
+        timeout,
+        cancel,
+        || async move {
+            let row = client.query_one(TRY_LOCK_SQL, &[&key]).await?;
+            row.try_get::<_, Option<bool>>(0)
+        },
+        |_attempt| {
+            let first = notify.lock().ok().and_then(|mut slot| slot.take());
+            async move {
+                if let Some(first) = first {
+                    first(find_holder(client, identity).await.ok().flatten());
+                }
+            }
+        },
+    )
+    .await;
+    match result {
+        Ok(report) => Ok(report),
+        Err(PollError::Try(source)) => Err(LockError::Query {
+            lock_key: lock_key.to_owned(),
+            source,
+        }),
+        Err(PollError::Null) => Err(LockError::NullResult {
+            lock_key: lock_key.to_owned(),
+        }),
+        Err(PollError::Cancelled) => Err(LockError::Cancelled {
+            lock_key: lock_key.to_owned(),
+        }),
+        Err(PollError::TimedOut { attempts }) => Err(LockError::Timeout {
+            lock_key: lock_key.to_owned(),
+            timeout,
+            holder: find_holder(client, identity).await.ok().flatten(),
+            attempts,
+        }),
+    }
+}
+
+/// Releases the lock once. `false` from the server means this session did not hold it.
+///
+/// # Errors
+/// [`LockError::Lost`] when the session no longer held the lock; [`LockError::Query`] when the
+/// query failed.
+pub async fn release(client: &Client, identity: &LockIdentity) -> Result<(), LockError> {
+    let row = client
+        .query_one(UNLOCK_SQL, &[&identity.key()])
+        .await
+        .map_err(|source| LockError::Query {
+            lock_key: identity.lock_key().to_owned(),
+            source,
+        })?;
+    match row.try_get::<_, Option<bool>>(0) {
+        Ok(Some(true)) => Ok(()),
+        Ok(_) => Err(LockError::Lost {
+            lock_key: identity.lock_key().to_owned(),
+        }),
+        Err(source) => Err(LockError::Query {
+            lock_key: identity.lock_key().to_owned(),
+            source,
+        }),
+    }
+}
+
+/// Checks that this session still holds the lock (for example before `COMMIT`, to catch a pooler
+/// that swapped the backend).
+///
+/// # Errors
+/// [`LockError::Lost`] when it does not; [`LockError::Query`] when the check failed.
+pub async fn ensure_still_held(client: &Client, identity: &LockIdentity) -> Result<(), LockError> {
+    let row = client
+        .query_one(HELD_BY_ME_SQL, &[&identity.key()])
+        .await
+        .map_err(|source| LockError::Query {
+            lock_key: identity.lock_key().to_owned(),
+            source,
+        })?;
+    let held: bool = row.try_get(0).map_err(|source| LockError::Query {
+        lock_key: identity.lock_key().to_owned(),
+        source,
+    })?;
+    if held {
+        Ok(())
+    } else {
+        Err(LockError::Lost {
+            lock_key: identity.lock_key().to_owned(),
+        })
+    }
+}

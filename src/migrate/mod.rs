@@ -1,0 +1,113 @@
+//! Bringing a Brighter box table to its target version under the advisory lock, exactly as
+//! Brighter's own runner would, so an application and the operator can share a database.
+//!
+//! - `catalog`: the versions, their descriptions and DDL (pure).
+//! - `detect`: what is in the database now (table, columns, payload type, history).
+//! - `history`: Brighter's `__BrighterMigrationHistory` table.
+//! - `runner`: the one transaction: lock, BEGIN, ensure history, re-detect, apply, COMMIT, unlock.
+
+use std::time::Duration;
+
+use crate::ident::QualifiedName;
+use crate::lock::AcquireReport;
+
+/// Which kind of box table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BoxKind {
+    /// Brighter's outbox (latest V8).
+    Outbox,
+    /// Brighter's inbox (latest V2).
+    Inbox,
+}
+
+/// The payload column type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Payload {
+    /// `text` (default).
+    Text,
+    /// `bytea`.
+    Binary,
+    /// `json` (inbox only).
+    Json,
+    /// `jsonb` (inbox only).
+    Jsonb,
+}
+
+/// Where the history table lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum HistoryScope {
+    /// `public."__BrighterMigrationHistory"`, whatever the box schema (Brighter's default).
+    Global,
+    /// The history table lives in the box table's own schema, seeded from `public`.
+    PerSchema,
+}
+
+/// PostgreSQL timeouts for the migration transaction (`SET LOCAL`), distinct from the lock wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct DdlTimeouts {
+    /// `lock_timeout` for the DDL statements.
+    pub lock_timeout: Option<Duration>,
+    /// `statement_timeout` for the DDL statements.
+    pub statement_timeout: Option<Duration>,
+}
+
+/// Everything a run needs to know about one box table, already validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    /// Outbox or inbox.
+    pub kind: BoxKind,
+    /// The resolved, lowercased table.
+    pub table: QualifiedName,
+    /// The payload column type.
+    pub payload: Payload,
+    /// Where the history table lives.
+    pub history_scope: HistoryScope,
+    /// The version to reach; `None` means the latest the catalog knows.
+    pub target_version: Option<u32>,
+    /// How long to wait for the advisory lock (zero = one attempt).
+    pub lock_timeout: Duration,
+    /// Timeouts for the DDL transaction.
+    pub ddl: DdlTimeouts,
+}
+
+/// Which path a run took.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RunPath {
+    /// No table: the latest shape was created with one history row.
+    Fresh,
+    /// A table without history: its version was detected and stamped, then later steps applied.
+    Bootstrap,
+    /// History rows exist: later steps were applied.
+    Normal,
+    /// Nothing to do.
+    UpToDate,
+}
+
+impl RunPath {
+    /// The string shown in status (`Fresh`, `Bootstrap`, `Normal`, `UpToDate`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunPath::Fresh => "Fresh",
+            RunPath::Bootstrap => "Bootstrap",
+            RunPath::Normal => "Normal",
+            RunPath::UpToDate => "UpToDate",
+        }
+    }
+}
+
+/// What a successful run did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    /// The path taken.
+    pub path: RunPath,
+    /// The version before the run (0 when there was no table).
+    pub from_version: u32,
+    /// The version after the run.
+    pub to_version: u32,
+    /// The lock wait, when the lock was taken (an up-to-date check may skip it).
+    pub lock: Option<AcquireReport>,
+    /// When the run started.
+    pub started: jiff::Timestamp,
+    /// How long the run took, lock wait included.
+    pub duration: Duration,
+}

@@ -1,0 +1,169 @@
+//! The bounded set of reasons: the same PascalCase strings in conditions, events and metric labels.
+
+use std::fmt;
+
+/// Why a BoxTable is where it is. Every error in the operator maps to exactly one reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Reason {
+    /// The table is at its target version and nothing had to change.
+    UpToDate,
+    /// The table was brought to its target version in this run.
+    Migrated,
+    /// Another session holds the advisory lock; the operator is polling.
+    WaitingForLock,
+    /// The lock is held and the migration transaction is running.
+    Migrating,
+    /// The lock wait reached its timeout.
+    LockTimeout,
+    /// The session no longer held the lock when it tried to release it (a pooler or a killed backend).
+    LockLost,
+    /// The referenced Secret, or its key, does not exist.
+    SecretNotFound,
+    /// The connection string cannot be parsed.
+    InvalidConnectionString,
+    /// The database could not be reached.
+    ConnectionFailed,
+    /// The database refused the credentials.
+    AuthenticationFailed,
+    /// The role lacks a privilege the migration needs.
+    PermissionDenied,
+    /// The box table's schema does not exist.
+    SchemaNotFound,
+    /// The target is a read-only hot standby.
+    ReadOnlyDatabase,
+    /// A migration statement failed.
+    MigrationFailed,
+    /// The table exists but is not a Brighter outbox or inbox.
+    NotABrighterTable,
+    /// The table or its history is at a version this operator does not know.
+    UnknownSchemaVersion,
+    /// History rows remain for a table that no longer exists.
+    TableMissing,
+    /// The table's payload column type differs from the requested payload mode.
+    PayloadMismatch,
+    /// The spec is valid to the schema but inconsistent (for example `Json` payload on an outbox).
+    InvalidSpec,
+    /// Another BoxTable already manages the same database table.
+    TableConflict,
+    /// `suspend: true`: observing only.
+    Suspended,
+    /// The object is being deleted.
+    Deleting,
+    /// Deletion with `deletionPolicy: Drop` failed.
+    DropFailed,
+    /// The run was cancelled by shutdown.
+    Cancelled,
+}
+
+impl Reason {
+    /// Every reason, for tests and for pre-registering metric labels.
+    pub const ALL: [Reason; 24] = [
+        Reason::UpToDate,
+        Reason::Migrated,
+        Reason::WaitingForLock,
+        Reason::Migrating,
+        Reason::LockTimeout,
+        Reason::LockLost,
+        Reason::SecretNotFound,
+        Reason::InvalidConnectionString,
+        Reason::ConnectionFailed,
+        Reason::AuthenticationFailed,
+        Reason::PermissionDenied,
+        Reason::SchemaNotFound,
+        Reason::ReadOnlyDatabase,
+        Reason::MigrationFailed,
+        Reason::NotABrighterTable,
+        Reason::UnknownSchemaVersion,
+        Reason::TableMissing,
+        Reason::PayloadMismatch,
+        Reason::InvalidSpec,
+        Reason::TableConflict,
+        Reason::Suspended,
+        Reason::Deleting,
+        Reason::DropFailed,
+        Reason::Cancelled,
+    ];
+
+    /// The PascalCase string used in conditions, events and metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::UpToDate => "UpToDate",
+            Reason::Migrated => "Migrated",
+            Reason::WaitingForLock => "WaitingForLock",
+            Reason::Migrating => "Migrating",
+            Reason::LockTimeout => "LockTimeout",
+            Reason::LockLost => "LockLost",
+            Reason::SecretNotFound => "SecretNotFound",
+            Reason::InvalidConnectionString => "InvalidConnectionString",
+            Reason::ConnectionFailed => "ConnectionFailed",
+            Reason::AuthenticationFailed => "AuthenticationFailed",
+            Reason::PermissionDenied => "PermissionDenied",
+            Reason::SchemaNotFound => "SchemaNotFound",
+            Reason::ReadOnlyDatabase => "ReadOnlyDatabase",
+            Reason::MigrationFailed => "MigrationFailed",
+            Reason::NotABrighterTable => "NotABrighterTable",
+            Reason::UnknownSchemaVersion => "UnknownSchemaVersion",
+            Reason::TableMissing => "TableMissing",
+            Reason::PayloadMismatch => "PayloadMismatch",
+            Reason::InvalidSpec => "InvalidSpec",
+            Reason::TableConflict => "TableConflict",
+            Reason::Suspended => "Suspended",
+            Reason::Deleting => "Deleting",
+            Reason::DropFailed => "DropFailed",
+            Reason::Cancelled => "Cancelled",
+        }
+    }
+
+    /// Whether this failure is given up on until something changes (kstatus `Stalled`), as opposed
+    /// to retried with backoff (kstatus `Reconciling`).
+    ///
+    /// Lock timeouts stall: the configured budget was spent, and retrying at once would only queue
+    /// more waiters behind the holder. A periodic resync tries again later.
+    pub fn is_stalled(self) -> bool {
+        matches!(
+            self,
+            Reason::LockTimeout
+                | Reason::SecretNotFound
+                | Reason::InvalidConnectionString
+                | Reason::AuthenticationFailed
+                | Reason::PermissionDenied
+                | Reason::SchemaNotFound
+                | Reason::ReadOnlyDatabase
+                | Reason::NotABrighterTable
+                | Reason::UnknownSchemaVersion
+                | Reason::TableMissing
+                | Reason::PayloadMismatch
+                | Reason::InvalidSpec
+                | Reason::TableConflict
+        )
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reason_strings_are_unique_pascal_case() {
+        let mut seen = std::collections::BTreeSet::new();
+        for reason in Reason::ALL {
+            let s = reason.as_str();
+            assert!(s.chars().next().unwrap().is_ascii_uppercase(), "{s}");
+            assert!(s.chars().all(|c| c.is_ascii_alphanumeric()), "{s}");
+            assert!(seen.insert(s), "duplicate {s}");
+        }
+    }
+
+    #[test]
+    fn progress_reasons_never_stall() {
+        for reason in [Reason::WaitingForLock, Reason::Migrating, Reason::UpToDate, Reason::Migrated] {
+            assert!(!reason.is_stalled(), "{reason}");
+        }
+    }
+}
