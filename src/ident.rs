@@ -162,7 +162,10 @@ mod tests {
 
     #[test]
     fn mixed_case_names_are_one_table() {
-        assert_eq!(Ident::table("Outbox").unwrap(), Ident::table("outbox").unwrap());
+        assert_eq!(
+            Ident::table("Outbox").unwrap(),
+            Ident::table("outbox").unwrap()
+        );
     }
 
     #[test]
@@ -172,13 +175,18 @@ mod tests {
         let long = format!("a{}", "b".repeat(63));
         assert_eq!(
             Ident::table(&long),
-            Err(IdentError::TooLong { what: "table", len: 64 })
+            Err(IdentError::TooLong {
+                what: "table",
+                len: 64
+            })
         );
     }
 
     #[test]
     fn disallowed_names_are_refused_with_the_rule_in_the_message() {
-        for bad in ["", "1abc", "_abc", "a-b", "a b", "a\"b", "a;drop", "ä", "a\0b", "a.b"] {
+        for bad in [
+            "", "1abc", "_abc", "a-b", "a b", "a\"b", "a;drop", "ä", "a\0b", "a.b",
+        ] {
             let err = Ident::table(bad).unwrap_err();
             if !bad.is_empty() {
                 assert!(err.to_string().contains(IDENT_PATTERN), "{err}");

@@ -162,7 +162,12 @@ mod tests {
 
     #[test]
     fn progress_reasons_never_stall() {
-        for reason in [Reason::WaitingForLock, Reason::Migrating, Reason::UpToDate, Reason::Migrated] {
+        for reason in [
+            Reason::WaitingForLock,
+            Reason::Migrating,
+            Reason::UpToDate,
+            Reason::Migrated,
+        ] {
             assert!(!reason.is_stalled(), "{reason}");
         }
     }

@@ -110,12 +110,18 @@ mod tests {
     #[test]
     fn table_identity_lowercases_but_keeps_the_prefix_case() {
         let name = QualifiedName::parse(Some("Public"), "Outbox").unwrap();
-        assert_eq!(LockIdentity::for_table(&name).lock_key(), "BrighterMigration_public.outbox");
+        assert_eq!(
+            LockIdentity::for_table(&name).lock_key(),
+            "BrighterMigration_public.outbox"
+        );
     }
 
     #[test]
     fn holder_query_uses_unsigned_halves() {
         let q = LockIdentity::from_lock_key("BrighterMigration_public.outbox").holder_query();
-        assert!(q.contains("classid = 3021486895 AND l.objid = 3652502049"), "{q}");
+        assert!(
+            q.contains("classid = 3021486895 AND l.objid = 3652502049"),
+            "{q}"
+        );
     }
 }

@@ -11,7 +11,9 @@ mod poll;
 
 pub use holder::{Holder, find_holder};
 pub use identity::{LOCK_KEY_PREFIX, LOCK_NAMESPACE, LockIdentity, derive_key};
-pub use poll::{AcquireReport, BACKOFF_CAP, FIRST_DELAY, PollError, next_delay, poll_until_acquired};
+pub use poll::{
+    AcquireReport, BACKOFF_CAP, FIRST_DELAY, PollError, next_delay, poll_until_acquired,
+};
 
 use std::time::Duration;
 use tokio_postgres::Client;
@@ -77,7 +79,9 @@ pub enum LockError {
 fn timeout_message(lock_key: &str, timeout: Duration, holder: Option<&Holder>) -> String {
     let secs = timeout.as_secs_f64();
     match holder {
-        Some(h) => format!("timed out after {secs}s waiting for advisory lock {lock_key}; held by {h}"),
+        Some(h) => {
+            format!("timed out after {secs}s waiting for advisory lock {lock_key}; held by {h}")
+        }
         None => format!("timed out after {secs}s waiting for advisory lock {lock_key}"),
     }
 }

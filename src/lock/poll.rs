@@ -108,7 +108,10 @@ mod tests {
 
     /// Runs the loop against a fake lock that is free from try number `free_at` on (never if 0),
     /// returning the outcome and the instants (ms since start) of every try.
-    async fn run_fake(timeout_ms: u64, free_at: u32) -> (Result<AcquireReport, PollError<()>>, Vec<u64>) {
+    async fn run_fake(
+        timeout_ms: u64,
+        free_at: u32,
+    ) -> (Result<AcquireReport, PollError<()>>, Vec<u64>) {
         let start = Instant::now();
         let tries = RefCell::new(Vec::new());
         let cancel = CancellationToken::new();
