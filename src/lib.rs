@@ -5,8 +5,18 @@
 //! dedicated connection, brings the table to its target version in one transaction with Brighter's
 //! history table, releases the lock, and the result becomes the resource's status.
 
+pub mod controller;
+pub mod converge;
+pub mod crd;
 pub mod db;
+pub mod duration;
 pub mod ident;
+pub mod job;
 pub mod lock;
+pub mod manifests;
 pub mod migrate;
+pub mod plan;
 pub mod reason;
+pub mod report;
+pub mod status;
+pub mod telemetry;

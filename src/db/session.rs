@@ -1,16 +1,84 @@
 //! One dedicated PostgreSQL session: the connection that takes the lock and runs the transaction.
 
 use std::time::Duration;
-use tokio::task::JoinHandle;
-use tokio_postgres::{CancelToken, Client, Config, NoTls};
 
-/// Why a session could not be opened.
+use tokio::task::JoinHandle;
+use tokio_postgres::error::SqlState;
+use tokio_postgres::tls::MakeTlsConnect;
+use tokio_postgres::{CancelToken, Client, Config, Connection, NoTls, Socket};
+use tokio_postgres_rustls::MakeRustlsConnect;
+
+use super::tls::{self, TlsError};
+use super::{ConnectionSettings, TlsMode};
+use crate::reason::Reason;
+
+/// Connect timeout when the connection string sets none.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Idle time before the first TCP keepalive probe.
+const KEEPALIVE_IDLE: Duration = Duration::from_secs(30);
+/// PostgreSQL truncates `application_name` to 63 bytes (NAMEDATALEN - 1).
+const APPLICATION_NAME_MAX: usize = 63;
+const BACKEND_PID: &str = "SELECT pg_backend_pid()";
+
+/// Why a session could not be opened. Messages name host, port and user, never the password.
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
     /// The server could not be reached or refused the session.
-    #[error("connecting to PostgreSQL at {target} failed")]
+    #[error("connecting to PostgreSQL at {target} as {user} failed")]
     Connect {
         /// Host and port, never the password.
+        target: String,
+        /// The role.
+        user: String,
+        /// The driver error.
+        #[source]
+        source: tokio_postgres::Error,
+    },
+    /// The server refused the credentials (SQLSTATE 28P01 or 28000).
+    #[error("authenticating to PostgreSQL at {target} as {user} failed")]
+    Authenticate {
+        /// Host and port.
+        target: String,
+        /// The role.
+        user: String,
+        /// The driver error.
+        #[source]
+        source: tokio_postgres::Error,
+    },
+    /// TLS could not be negotiated (for example `sslmode=require` and a server without TLS).
+    #[error("tls handshake with PostgreSQL at {target} failed (sslmode={mode})")]
+    Tls {
+        /// Host and port.
+        target: String,
+        /// The TLS mode in force.
+        mode: TlsMode,
+        /// The driver error.
+        #[source]
+        source: tokio_postgres::Error,
+    },
+    /// Connecting took longer than the connect timeout.
+    #[error("connecting to PostgreSQL at {target} as {user} timed out after {seconds}s")]
+    Timeout {
+        /// Host and port.
+        target: String,
+        /// The role.
+        user: String,
+        /// The timeout that elapsed.
+        seconds: u64,
+    },
+    /// The CA bundle (Secret key `ca.crt`) is unusable.
+    #[error("building the tls configuration for {target} failed")]
+    TlsConfig {
+        /// Host and port.
+        target: String,
+        /// Why.
+        #[source]
+        source: TlsError,
+    },
+    /// The session opened but `pg_backend_pid()` failed.
+    #[error("reading the backend pid on {target} failed")]
+    BackendPid {
+        /// Host and port.
         target: String,
         /// The driver error.
         #[source]
@@ -18,40 +86,157 @@ pub enum ConnectError {
     },
 }
 
+impl ConnectError {
+    /// The bounded reason for status, events and metrics.
+    pub fn reason(&self) -> Reason {
+        match self {
+            ConnectError::Authenticate { .. } => Reason::AuthenticationFailed,
+            ConnectError::TlsConfig { .. } => Reason::InvalidConnectionString,
+            ConnectError::Connect { .. }
+            | ConnectError::Tls { .. }
+            | ConnectError::Timeout { .. }
+            | ConnectError::BackendPid { .. } => Reason::ConnectionFailed,
+        }
+    }
+}
+
 /// A dedicated session with its connection task. Dropping it closes the connection, which frees
 /// any session-level advisory lock on the server.
 pub struct Session {
     client: Client,
     cancel: CancelToken,
+    tls: Option<MakeRustlsConnect>,
+    backend_pid: i32,
     connection: JoinHandle<()>,
 }
 
 impl Session {
+    /// Opens a session as `settings` say, with TLS per its mode (`prefer` tries TLS, then plain
+    /// TCP), TCP keepalives, the connect timeout (default [`DEFAULT_CONNECT_TIMEOUT`]) and
+    /// `application_name` truncated to 63 bytes. The connection string's own application name is
+    /// not used: the operator must be recognisable as itself in `pg_stat_activity`.
+    ///
+    /// # Errors
+    /// [`ConnectError`], classified by [`ConnectError::reason`].
+    pub async fn connect(
+        settings: &ConnectionSettings,
+        ca_pem: Option<&[u8]>,
+        application_name: &str,
+    ) -> Result<Self, ConnectError> {
+        let target = settings.target();
+        let mode = settings.tls_mode();
+        let mut config = settings.to_config();
+        let timeout = settings
+            .connect_timeout()
+            .unwrap_or(DEFAULT_CONNECT_TIMEOUT);
+        config.connect_timeout(timeout);
+        let connector = tls::connector(mode, ca_pem).map_err(|source| ConnectError::TlsConfig {
+            target: target.clone(),
+            source,
+        })?;
+        let Some(connector) = connector else {
+            config.ssl_mode(tokio_postgres::config::SslMode::Disable);
+            return Self::open(config, NoTls, None, application_name, timeout).await;
+        };
+        if mode == TlsMode::Prefer {
+            config.ssl_mode(tokio_postgres::config::SslMode::Prefer);
+            match Self::open(
+                config.clone(),
+                connector.clone(),
+                Some(connector),
+                application_name,
+                timeout,
+            )
+            .await
+            {
+                Err(ConnectError::Tls { source, .. }) => {
+                    tracing::debug!(%target, error = %source, "tls handshake failed with sslmode=prefer; retrying without tls");
+                    config.ssl_mode(tokio_postgres::config::SslMode::Disable);
+                    Self::open(config, NoTls, None, application_name, timeout).await
+                }
+                other => other,
+            }
+        } else {
+            config.ssl_mode(tokio_postgres::config::SslMode::Require);
+            Self::open(
+                config,
+                connector.clone(),
+                Some(connector),
+                application_name,
+                timeout,
+            )
+            .await
+        }
+    }
+
     /// Opens a session without TLS from a driver config, setting `application_name` and TCP
     /// keepalives.
     ///
     /// # Errors
-    /// [`ConnectError::Connect`] when the server cannot be reached or refuses the session.
-    pub async fn connect_plain(mut config: Config, application_name: &str) -> Result<Self, ConnectError> {
+    /// [`ConnectError`] when the server cannot be reached or refuses the session.
+    pub async fn connect_plain(
+        mut config: Config,
+        application_name: &str,
+    ) -> Result<Self, ConnectError> {
+        let timeout = config
+            .get_connect_timeout()
+            .copied()
+            .unwrap_or(DEFAULT_CONNECT_TIMEOUT);
         config
-            .application_name(application_name)
+            .connect_timeout(timeout)
+            .ssl_mode(tokio_postgres::config::SslMode::Disable);
+        Self::open(config, NoTls, None, application_name, timeout).await
+    }
+
+    async fn open<T>(
+        mut config: Config,
+        tls: T,
+        cancel_tls: Option<MakeRustlsConnect>,
+        application_name: &str,
+        timeout: Duration,
+    ) -> Result<Self, ConnectError>
+    where
+        T: MakeTlsConnect<Socket> + Send,
+        T::Stream: Send + 'static,
+    {
+        config
+            .application_name(truncate(application_name, APPLICATION_NAME_MAX))
             .keepalives(true)
-            .keepalives_idle(Duration::from_secs(30))
-            .connect_timeout(Duration::from_secs(10));
+            .keepalives_idle(KEEPALIVE_IDLE);
         let target = describe_target(&config);
-        let (client, connection) = config
-            .connect(NoTls)
-            .await
-            .map_err(|source| ConnectError::Connect { target, source })?;
-        let connection = tokio::spawn(async move {
-            if let Err(error) = connection.await {
-                tracing::debug!(error = %error, "postgres connection ended");
+        let user = config.get_user().unwrap_or("").to_owned();
+        let hosts = config
+            .get_hosts()
+            .len()
+            .max(config.get_hostaddrs().len())
+            .max(1);
+        let budget = timeout.saturating_mul(u32::try_from(hosts).unwrap_or(u32::MAX));
+        let (client, connection) = match tokio::time::timeout(budget, config.connect(tls)).await {
+            Ok(Ok(pair)) => pair,
+            Ok(Err(source)) => return Err(classify(target, user, config.get_ssl_mode(), source)),
+            Err(_) => {
+                return Err(ConnectError::Timeout {
+                    target,
+                    user,
+                    seconds: budget.as_secs(),
+                });
             }
-        });
+        };
+        let connection = spawn(connection);
+        let backend_pid = match client.query_one(BACKEND_PID, &[]).await {
+            Ok(row) => row.try_get::<_, i32>(0),
+            Err(source) => Err(source),
+        }
+        .map_err(|source| ConnectError::BackendPid {
+            target: target.clone(),
+            source,
+        })?;
         let cancel = client.cancel_token();
         Ok(Self {
             client,
             cancel,
+            tls: cancel_tls,
+            backend_pid,
             connection,
         })
     }
@@ -66,12 +251,22 @@ impl Session {
         &mut self.client
     }
 
-    /// Asks the server to cancel the statement running on this session (used on shutdown).
+    /// The server process id of this session, read once at connect. A different pid later (or
+    /// pids that differ between sessions opened to the same backend) points at a pooler.
+    pub fn backend_pid(&self) -> i32 {
+        self.backend_pid
+    }
+
+    /// Asks the server to cancel the statement running on this session (used on shutdown). The
+    /// cancel request uses the same TLS mode as the session.
     ///
     /// # Errors
     /// The driver error when the cancel request could not be sent.
     pub async fn cancel_running_statement(&self) -> Result<(), tokio_postgres::Error> {
-        self.cancel.cancel_query(NoTls).await
+        match &self.tls {
+            Some(tls) => self.cancel.cancel_query(tls.clone()).await,
+            None => self.cancel.cancel_query(NoTls).await,
+        }
     }
 
     /// Whether the connection has closed.
@@ -86,16 +281,89 @@ impl Drop for Session {
     }
 }
 
+fn spawn<S>(connection: Connection<Socket, S>) -> JoinHandle<()>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    tokio::spawn(async move {
+        if let Err(error) = connection.await {
+            tracing::debug!(error = %error, "postgres connection ended");
+        }
+    })
+}
+
+/// Sorts a driver error into authentication, TLS or connection failures.
+fn classify(
+    target: String,
+    user: String,
+    ssl_mode: tokio_postgres::config::SslMode,
+    source: tokio_postgres::Error,
+) -> ConnectError {
+    let auth_state = matches!(
+        source.code(),
+        Some(c) if *c == SqlState::INVALID_PASSWORD || *c == SqlState::INVALID_AUTHORIZATION_SPECIFICATION
+    );
+    // The driver's error kinds are private; its fixed messages are the only way to tell them.
+    let text = source.to_string();
+    if auth_state || text == "authentication error" {
+        return ConnectError::Authenticate {
+            target,
+            user,
+            source,
+        };
+    }
+    if text == "error performing TLS handshake" {
+        let mode = match ssl_mode {
+            tokio_postgres::config::SslMode::Prefer => TlsMode::Prefer,
+            _ => TlsMode::Require,
+        };
+        return ConnectError::Tls {
+            target,
+            mode,
+            source,
+        };
+    }
+    ConnectError::Connect {
+        target,
+        user,
+        source,
+    }
+}
+
+/// At most `max` bytes, cut at a character boundary.
+fn truncate(s: &str, max: usize) -> &str {
+    let mut end = s.len().min(max);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
 /// `host:port` of the first host, for error messages; never includes credentials.
 fn describe_target(config: &Config) -> String {
-    let host = config
-        .get_hosts()
-        .first()
-        .map(|h| match h {
-            tokio_postgres::config::Host::Tcp(name) => name.clone(),
-            tokio_postgres::config::Host::Unix(path) => path.display().to_string(),
-        })
-        .unwrap_or_else(|| "localhost".to_owned());
+    let host = match (config.get_hosts().first(), config.get_hostaddrs().first()) {
+        (Some(tokio_postgres::config::Host::Tcp(name)), _) => name.clone(),
+        (Some(tokio_postgres::config::Host::Unix(path)), _) => path.display().to_string(),
+        (None, Some(addr)) => addr.to_string(),
+        (None, None) => "localhost".to_owned(),
+    };
     let port = config.get_ports().first().copied().unwrap_or(5432);
-    format!("{host}:{port}")
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn application_names_are_cut_at_63_bytes_on_a_char_boundary() {
+        let long = "é".repeat(40);
+        let cut = truncate(&long, APPLICATION_NAME_MAX);
+        assert_eq!(cut.len(), 62);
+        assert_eq!(truncate("boxtable-operator", 63), "boxtable-operator");
+    }
 }

@@ -4,12 +4,30 @@
 //! - `catalog`: the versions, their descriptions and DDL (pure).
 //! - `detect`: what is in the database now (table, columns, payload type, history).
 //! - `history`: Brighter's `__BrighterMigrationHistory` table.
+//! - `shape`: the latest (fresh) table shapes and their DDL (pure).
 //! - `runner`: the one transaction: lock, BEGIN, ensure history, re-detect, apply, COMMIT, unlock.
+//! - `observe`: what a run would do, read-only (suspended resources).
+//! - `teardown`: dropping a table and its history rows (`deletionPolicy: Drop`).
+//! - `error`: [`RunError`] and its bounded [`crate::reason::Reason`].
+
+pub mod catalog;
+pub mod detect;
+mod error;
+pub mod history;
+pub mod observe;
+pub mod runner;
+pub mod shape;
+pub mod teardown;
 
 use std::time::Duration;
 
 use crate::ident::QualifiedName;
 use crate::lock::AcquireReport;
+
+pub use error::RunError;
+pub use observe::{Observation, observe};
+pub use runner::run;
+pub use teardown::{DropOutcome, drop_box_table};
 
 /// Which kind of box table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -102,8 +120,11 @@ pub struct Outcome {
     pub path: RunPath,
     /// The version before the run (0 when there was no table).
     pub from_version: u32,
-    /// The version after the run.
+    /// The version after the run (above `target_version` when the table was already beyond it:
+    /// tables are never downgraded).
     pub to_version: u32,
+    /// The version the run aimed for (the plan's target, or the catalog's latest).
+    pub target_version: u32,
     /// The lock wait, when the lock was taken (an up-to-date check may skip it).
     pub lock: Option<AcquireReport>,
     /// When the run started.

@@ -1,5 +1,5 @@
 //! Shared test fixtures: a fresh database per test on the PostgreSQL that `scripts/test.sh` starts.
-#![allow(dead_code)]
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use tokio_postgres::{Client, Config, NoTls};
@@ -53,7 +53,10 @@ pub async fn connect(url: &str) -> Client {
 
 /// Connects with a driver config without TLS.
 pub async fn connect_config(config: &Config) -> Client {
-    let (client, connection) = config.connect(NoTls).await.expect("connect to test PostgreSQL");
+    let (client, connection) = config
+        .connect(NoTls)
+        .await
+        .expect("connect to test PostgreSQL");
     tokio::spawn(async move {
         let _ = connection.await;
     });

@@ -1,0 +1,130 @@
+//! Events (events.k8s.io/v1) on transitions only: a status that did not change its Ready reason
+//! or lock state publishes nothing.
+
+use kube::Resource;
+use kube::runtime::events::{Event, EventType, Recorder};
+
+use crate::crd::{BoxTable, BoxTableStatus, LockState};
+use crate::reason::Reason;
+
+/// An event worth publishing for a status change, if any.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Transition {
+    /// Normal or Warning.
+    pub warning: bool,
+    /// The bounded reason string.
+    pub reason: &'static str,
+    /// What the operator was doing (`Reconcile`, `Lock`, `Migrate`, `Drop`).
+    pub action: &'static str,
+    /// Human-readable note.
+    pub note: String,
+}
+
+fn ready(status: Option<&BoxTableStatus>) -> Option<(String, String, String)> {
+    let cond = status?.conditions.iter().find(|c| c.type_ == "Ready")?;
+    Some((
+        cond.status.clone(),
+        cond.reason.clone(),
+        cond.message.clone(),
+    ))
+}
+
+fn lock_state(status: Option<&BoxTableStatus>) -> Option<LockState> {
+    status?.lock.as_ref().map(|l| l.state)
+}
+
+fn reason_named(name: &str) -> Option<Reason> {
+    Reason::ALL.into_iter().find(|r| r.as_str() == name)
+}
+
+/// The transitions between `before` and `after`: lock contended or acquired after a wait, and a
+/// change of the Ready condition's reason (migrated, failed, timed out, dropped, ...).
+pub fn transitions(before: Option<&BoxTableStatus>, after: &BoxTableStatus) -> Vec<Transition> {
+    let mut out = Vec::new();
+    let (old_lock, new_lock) = (lock_state(before), lock_state(Some(after)));
+    if new_lock == Some(LockState::Waiting) && old_lock != Some(LockState::Waiting) {
+        let holder = after
+            .lock
+            .as_ref()
+            .and_then(|l| l.holder.as_ref())
+            .map(|h| format!(" held by pid {} ({})", h.pid, h.application_name))
+            .unwrap_or_default();
+        let key = after
+            .lock
+            .as_ref()
+            .map(|l| l.lock_key.as_str())
+            .unwrap_or_default();
+        out.push(Transition {
+            warning: false,
+            reason: Reason::WaitingForLock.as_str(),
+            action: "Lock",
+            note: format!("advisory lock {key} is{holder}; waiting"),
+        });
+    }
+    let (old_ready, new_ready) = (ready(before), ready(Some(after)));
+    if let Some((status, reason, message)) = new_ready {
+        let changed = old_ready
+            .as_ref()
+            .is_none_or(|(s, r, _)| s != &status || r != &reason);
+        if changed && let Some(reason) = reason_named(&reason) {
+            // Waiting is covered by the lock event above; UpToDate is news only after a failure.
+            let was_ready = old_ready.as_ref().is_some_and(|(s, _, _)| s == "True");
+            let noteworthy = match reason {
+                Reason::WaitingForLock | Reason::Migrating => false,
+                Reason::UpToDate => old_ready.is_some() && !was_ready,
+                _ => true,
+            };
+            if noteworthy {
+                out.push(Transition {
+                    warning: status != "True"
+                        && !matches!(reason, Reason::Suspended | Reason::Deleting),
+                    reason: reason.as_str(),
+                    action: action_for(reason),
+                    note: message,
+                });
+            }
+        }
+    }
+    out
+}
+
+fn action_for(reason: Reason) -> &'static str {
+    match reason {
+        Reason::LockTimeout | Reason::LockLost | Reason::WaitingForLock => "Lock",
+        Reason::Migrated | Reason::MigrationFailed | Reason::Migrating => "Migrate",
+        Reason::Deleting | Reason::DropFailed => "Drop",
+        _ => "Reconcile",
+    }
+}
+
+/// Publishes `transitions` for `bt`; failures are logged, never fatal.
+pub async fn publish(recorder: &Recorder, bt: &BoxTable, transitions: Vec<Transition>) {
+    let reference = bt.object_ref(&());
+    for t in transitions {
+        let event = Event {
+            type_: if t.warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: t.reason.to_owned(),
+            note: Some(truncate(&t.note, 1000)),
+            action: t.action.to_owned(),
+            secondary: None,
+        };
+        if let Err(error) = recorder.publish(&event, &reference).await {
+            tracing::warn!(error = %crate::report::chain(&error), reason = t.reason, "publishing event failed");
+        }
+    }
+}
+
+fn truncate(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &text[..end])
+}

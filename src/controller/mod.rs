@@ -1,0 +1,188 @@
+//! The controller: the only module that talks to both Kubernetes and PostgreSQL.
+//!
+//! `run` watches BoxTables (and the Secrets they reference) in the configured namespaces and
+//! reconciles each through [`reconcile`]: finalizer glue around `apply` and `cleanup`, status by
+//! server-side apply only when it changed, events on transitions.
+
+pub mod backoff;
+pub mod conflicts;
+pub mod events;
+pub mod leader;
+pub mod reconcile;
+pub mod secrets;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::Api;
+use kube::runtime::controller::{self, Controller};
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+use kube::{Client, ResourceExt};
+use tokio_util::sync::CancellationToken;
+
+use crate::crd::BoxTable;
+use crate::telemetry::{Metrics, Readiness};
+
+pub use reconcile::{Context, ReconcileError};
+
+/// The name of the leader-election Lease and the events' reporting controller.
+pub const CONTROLLER_NAME: &str = "boxtable-operator";
+
+/// How the controller runs.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Namespaces to watch; empty means all namespaces.
+    pub namespaces: Vec<String>,
+    /// Reconciles running at once.
+    pub concurrency: u16,
+    /// Drift check interval for Ready tables (and retry interval for stalled ones).
+    pub resync: Duration,
+    /// This replica's identity (pod name) for events and leader election.
+    pub instance: String,
+    /// The namespace holding the leader-election Lease; `None` disables leader election.
+    pub leader_election_namespace: Option<String>,
+}
+
+/// Why the controller stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// Leader election failed.
+    #[error("leader election failed")]
+    Leader(#[source] leader::LeaderError),
+}
+
+/// Runs the controller until `shutdown` fires (SIGTERM) or leadership is lost.
+///
+/// # Errors
+/// [`RunError`] when leader election fails.
+///
+/// # Cancel safety
+/// On `shutdown`, lock waits are abandoned and running migrations are cancelled on the server,
+/// rolled back and unlocked before this returns.
+pub async fn run(
+    client: Client,
+    settings: Settings,
+    metrics: Arc<Metrics>,
+    readiness: Readiness,
+    shutdown: CancellationToken,
+) -> Result<(), RunError> {
+    let lost_leadership = CancellationToken::new();
+    if let Some(ns) = &settings.leader_election_namespace {
+        let elector = leader::LeaderElector::new(
+            Api::<Lease>::namespaced(client.clone(), ns),
+            CONTROLLER_NAME,
+            &settings.instance,
+        );
+        tracing::info!(lease = CONTROLLER_NAME, namespace = %ns, identity = %settings.instance, "waiting for leadership");
+        if !elector.acquire(&shutdown).await.map_err(RunError::Leader)? {
+            return Ok(());
+        }
+        tracing::info!(identity = %settings.instance, "became leader");
+        let lost = lost_leadership.clone();
+        let stop = shutdown.clone();
+        tokio::spawn(async move {
+            match elector.keep(&stop).await {
+                Ok(()) if stop.is_cancelled() => {}
+                Ok(()) => tracing::error!("leadership lost; stopping"),
+                Err(error) => {
+                    tracing::error!(error = %crate::report::chain(&error), "leader election failed; stopping")
+                }
+            }
+            lost.cancel();
+        });
+    }
+    let stop = CancellationToken::new();
+    {
+        let stop = stop.clone();
+        let shutdown = shutdown.clone();
+        let lost = lost_leadership.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                () = shutdown.cancelled() => {}
+                () = lost.cancelled() => {}
+            }
+            stop.cancel();
+        });
+    }
+
+    let reporter = Reporter {
+        controller: CONTROLLER_NAME.to_owned(),
+        instance: Some(settings.instance.clone()),
+    };
+    let recorder = Recorder::new(client.clone(), reporter);
+    let scopes: Vec<Option<String>> = if settings.namespaces.is_empty() {
+        vec![None]
+    } else {
+        settings.namespaces.iter().cloned().map(Some).collect()
+    };
+    let mut controllers = Vec::new();
+    for scope in scopes {
+        let (boxtables, secrets) = match &scope {
+            Some(ns) => (
+                Api::<BoxTable>::namespaced(client.clone(), ns),
+                Api::<Secret>::namespaced(client.clone(), ns),
+            ),
+            None => (
+                Api::<BoxTable>::all(client.clone()),
+                Api::<Secret>::all(client.clone()),
+            ),
+        };
+        let controller = Controller::new(boxtables, watcher::Config::default().any_semantic());
+        let store = controller.store();
+        let ctx = Arc::new(Context {
+            client: client.clone(),
+            store: store.clone(),
+            recorder: recorder.clone(),
+            metrics: metrics.clone(),
+            backoff: backoff::Backoff::default(),
+            resync: settings.resync,
+            instance: settings.instance.clone(),
+            shutdown: stop.clone(),
+        });
+        let readiness = readiness.clone();
+        let ready_store = store.clone();
+        tokio::spawn(async move {
+            if ready_store.wait_until_ready().await.is_ok() {
+                readiness.set_ready();
+            }
+        });
+        let graceful = stop.clone();
+        let run = controller
+            .watches(
+                secrets,
+                watcher::Config::default().any_semantic(),
+                move |secret: Secret| {
+                    let ns = secret.namespace();
+                    let name = secret.name_any();
+                    store
+                        .state()
+                        .into_iter()
+                        .filter(|bt| {
+                            bt.namespace() == ns && bt.spec.database.secret_ref.name == name
+                        })
+                        .map(|bt| ObjectRef::from_obj(&*bt))
+                        .collect::<Vec<_>>()
+                },
+            )
+            .with_config(controller::Config::default().concurrency(settings.concurrency))
+            .graceful_shutdown_on(async move { graceful.cancelled().await })
+            .run(reconcile::reconcile, reconcile::error_policy, ctx)
+            .for_each(|result| async move {
+                match result {
+                    Ok((object, _)) => tracing::debug!(object = %object, "reconciled"),
+                    Err(error) => {
+                        tracing::warn!(error = %crate::report::chain(&error), "reconcile failed")
+                    }
+                }
+            });
+        controllers.push(run);
+    }
+    futures::future::join_all(controllers).await;
+    tracing::info!("controller stopped");
+    Ok(())
+}

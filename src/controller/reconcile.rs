@@ -1,0 +1,474 @@
+//! One reconcile pass: finalizer glue around `apply` (converge the table, write status) and
+//! `cleanup` (Retain: nothing; Drop: drop the table under the lock).
+//!
+//! Status is computed by [`crate::status::desired_status`] and written by server-side apply on the
+//! status subresource only when it differs from what is there (ignoring timestamps).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::runtime::events::Recorder;
+use kube::runtime::finalizer::{self, Event as FinalizerEvent};
+use kube::runtime::reflector::Store;
+use kube::{Client, ResourceExt};
+use tokio_util::sync::CancellationToken;
+
+use super::backoff::Backoff;
+use super::secrets::{self, DatabaseSecret, SecretError};
+use super::{conflicts, events};
+use crate::converge::{self, Target};
+use crate::crd::{BoxTable, BoxTableStatus, DeletionPolicy, FIELD_MANAGER, FINALIZER};
+use crate::migrate::{BoxKind, Plan, RunPath};
+use crate::reason::Reason;
+use crate::report::chain;
+use crate::status::{self, LockObservation, Observed};
+use crate::telemetry::{BoxLabel, LockOutcome, Metrics, ReconcileResult};
+
+/// What every reconcile pass shares.
+pub struct Context {
+    /// The Kubernetes client.
+    pub client: Client,
+    /// The controller's cache of BoxTables (for Secret mapping and conflicts).
+    pub store: Store<BoxTable>,
+    /// Publishes events.
+    pub recorder: Recorder,
+    /// Prometheus metrics.
+    pub metrics: Arc<Metrics>,
+    /// Per-object retry timing.
+    pub backoff: Backoff,
+    /// Drift-check interval.
+    pub resync: Duration,
+    /// This replica's identity.
+    pub instance: String,
+    /// Fires on shutdown: waits are abandoned, migrations cancelled.
+    pub shutdown: CancellationToken,
+}
+
+/// Why a pass failed in a way that needs a retry with backoff (database-level failures are not
+/// errors here: they are written to status and retried on schedule).
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    /// The object has no namespace (BoxTable is namespaced; this cannot come from a real server).
+    #[error("boxtable {name} has no namespace")]
+    NoNamespace {
+        /// The object name.
+        name: String,
+    },
+    /// Writing status failed.
+    #[error("writing status of {namespace}/{name} failed")]
+    WriteStatus {
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// Reading the Secret failed at the API server (not a missing Secret).
+    #[error("reading the connection secret failed")]
+    ReadSecret(#[source] SecretError),
+    /// Dropping the table failed; the finalizer stays until it succeeds.
+    #[error("dropping {table} failed ({reason}); deletion waits until it succeeds")]
+    Drop {
+        /// The table.
+        table: String,
+        /// The bounded reason.
+        reason: Reason,
+    },
+    /// Adding or removing the finalizer failed.
+    #[error("finalizer {FINALIZER} failed")]
+    Finalizer(#[source] Box<finalizer::Error<ReconcileError>>),
+}
+
+/// Reconciles one BoxTable.
+///
+/// # Errors
+/// [`ReconcileError`] for failures that need a retry with backoff.
+///
+/// # Idempotency
+/// Every step converges: an up-to-date table is left alone, an unchanged status is not written.
+pub async fn reconcile(bt: Arc<BoxTable>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
+    let namespace = bt.namespace().ok_or_else(|| ReconcileError::NoNamespace {
+        name: bt.name_any(),
+    })?;
+    let api: Api<BoxTable> = Api::namespaced(ctx.client.clone(), &namespace);
+    let _in_flight = ctx.metrics.reconcile_started();
+    let started = Instant::now();
+    let result = finalizer::finalizer(&api, FINALIZER, bt, |event| async {
+        match event {
+            FinalizerEvent::Apply(bt) => apply(&bt, &ctx, &api).await,
+            FinalizerEvent::Cleanup(bt) => cleanup(&bt, &ctx, &api).await,
+        }
+    })
+    .await
+    .map_err(|e| ReconcileError::Finalizer(Box::new(e)));
+    if result.is_err() {
+        ctx.metrics
+            .record_reconcile(ReconcileResult::Retry, started.elapsed());
+    }
+    result
+}
+
+/// Retry timing for failed passes: exponential backoff with jitter per object.
+pub fn error_policy(bt: Arc<BoxTable>, error: &ReconcileError, ctx: Arc<Context>) -> Action {
+    let delay = ctx.backoff.on_failure(&bt.uid().unwrap_or_default());
+    tracing::warn!(
+        boxtable = %format!("{}/{}", bt.namespace().unwrap_or_default(), bt.name_any()),
+        error = %chain(error),
+        retry_in = ?delay,
+        "reconcile failed"
+    );
+    Action::requeue(delay)
+}
+
+/// A pass in progress for one object: what is known and what was last written.
+struct Pass<'a> {
+    bt: &'a BoxTable,
+    ctx: &'a Context,
+    api: &'a Api<BoxTable>,
+    namespace: String,
+    name: String,
+    written: Option<BoxTableStatus>,
+    started: Instant,
+}
+
+impl<'a> Pass<'a> {
+    fn new(bt: &'a BoxTable, ctx: &'a Context, api: &'a Api<BoxTable>) -> Self {
+        Self {
+            bt,
+            ctx,
+            api,
+            namespace: bt.namespace().unwrap_or_default(),
+            name: bt.name_any(),
+            written: bt.status.clone(),
+            started: Instant::now(),
+        }
+    }
+
+    /// Computes the status for `observed` and writes it if it changed; publishes transitions.
+    async fn publish(
+        &mut self,
+        plan: Option<&Plan>,
+        observed: &Observed,
+    ) -> Result<(), ReconcileError> {
+        let generation = self.bt.metadata.generation.unwrap_or(0);
+        let desired = status::desired_status(
+            self.written.as_ref(),
+            generation,
+            plan,
+            observed,
+            jiff::Timestamp::now(),
+        );
+        if self
+            .written
+            .as_ref()
+            .is_some_and(|current| status::same_ignoring_timestamps(current, &desired))
+        {
+            return Ok(());
+        }
+        let patch = serde_json::json!({
+            "apiVersion": format!("{}/{}", crate::crd::GROUP, crate::crd::VERSION),
+            "kind": crate::crd::KIND,
+            "status": desired,
+        });
+        self.api
+            .patch_status(
+                &self.name,
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(&patch),
+            )
+            .await
+            .map_err(|source| ReconcileError::WriteStatus {
+                namespace: self.namespace.clone(),
+                name: self.name.clone(),
+                source,
+            })?;
+        let transitions = events::transitions(self.written.as_ref(), &desired);
+        events::publish(&self.ctx.recorder, self.bt, transitions).await;
+        self.written = Some(desired);
+        Ok(())
+    }
+
+    /// Writes the final status of a pass and decides when to come back.
+    async fn finish(
+        mut self,
+        plan: Option<&Plan>,
+        observed: Observed,
+    ) -> Result<Action, ReconcileError> {
+        self.publish(plan, &observed).await?;
+        let uid = self.bt.uid().unwrap_or_default();
+        let metrics = &self.ctx.metrics;
+        let elapsed = self.started.elapsed();
+        let (result, action) = match &observed {
+            Observed::Failed { reason, .. } if !reason.is_stalled() => {
+                metrics.record_failure(*reason);
+                (
+                    ReconcileResult::Retry,
+                    Action::requeue(self.ctx.backoff.on_failure(&uid)),
+                )
+            }
+            Observed::Failed { reason, .. } => {
+                metrics.record_failure(*reason);
+                self.ctx.backoff.on_success(&uid);
+                (ReconcileResult::Stalled, Action::requeue(self.ctx.resync))
+            }
+            Observed::Conflict { .. } => {
+                metrics.record_failure(Reason::TableConflict);
+                (ReconcileResult::Stalled, Action::requeue(self.ctx.resync))
+            }
+            _ => {
+                self.ctx.backoff.on_success(&uid);
+                (ReconcileResult::Success, Action::requeue(self.ctx.resync))
+            }
+        };
+        metrics.record_reconcile(result, elapsed);
+        Ok(action)
+    }
+}
+
+fn secret_failure(error: &SecretError) -> Option<Observed> {
+    let reason = match error {
+        SecretError::Missing { .. } | SecretError::MissingKey { .. } => Reason::SecretNotFound,
+        SecretError::NotText { .. } => Reason::InvalidConnectionString,
+        SecretError::Read { .. } => return None,
+    };
+    Some(Observed::Failed {
+        reason,
+        message: chain(error),
+        lock: None,
+    })
+}
+
+async fn read_secret(
+    bt: &BoxTable,
+    ctx: &Context,
+    namespace: &str,
+) -> Result<DatabaseSecret, SecretError> {
+    let api: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
+    let secret_ref = &bt.spec.database.secret_ref;
+    secrets::read(&api, namespace, &secret_ref.name, &secret_ref.key).await
+}
+
+fn application_name(namespace: &str, name: &str) -> String {
+    format!("{}/{namespace}/{name}", super::CONTROLLER_NAME)
+}
+
+fn box_label(kind: BoxKind) -> BoxLabel {
+    match kind {
+        BoxKind::Outbox => BoxLabel::Outbox,
+        BoxKind::Inbox => BoxLabel::Inbox,
+    }
+}
+
+async fn apply(
+    bt: &BoxTable,
+    ctx: &Context,
+    api: &Api<BoxTable>,
+) -> Result<Action, ReconcileError> {
+    let pass = Pass::new(bt, ctx, api);
+    let plan = match crate::plan::plan(&bt.spec) {
+        Ok(plan) => plan,
+        Err(error) => {
+            let observed = Observed::Failed {
+                reason: error.reason(),
+                message: chain(&error),
+                lock: None,
+            };
+            return pass.finish(None, observed).await;
+        }
+    };
+    let everyone = ctx.store.state();
+    if let Some(owner) = conflicts::conflicting_owner(bt, everyone.iter().map(|o| o.as_ref())) {
+        let other = format!("{}/{owner}", pass.namespace);
+        return pass.finish(Some(&plan), Observed::Conflict { other }).await;
+    }
+    let secret = match read_secret(bt, ctx, &pass.namespace).await {
+        Ok(secret) => secret,
+        Err(error) => match secret_failure(&error) {
+            Some(observed) => return pass.finish(Some(&plan), observed).await,
+            None => return Err(ReconcileError::ReadSecret(error)),
+        },
+    };
+    let app = application_name(&pass.namespace, &pass.name);
+    let target = Target {
+        connection_string: &secret.connection_string,
+        ca_pem: secret.ca_pem.as_deref(),
+        application_name: &app,
+    };
+    if bt.spec.suspend {
+        let observed = match converge::observe(&target, &plan).await {
+            Ok(found) => Observed::Suspended {
+                applied_version: (found.current_version > 0).then_some(found.current_version),
+            },
+            Err(error) => error.observed(),
+        };
+        return pass.finish(Some(&plan), observed).await;
+    }
+    migrate(pass, &plan, &target).await
+}
+
+/// Runs the migration, writing a `Waiting` status (with the holder) as soon as the lock is found
+/// taken, then the outcome.
+async fn migrate(
+    mut pass: Pass<'_>,
+    plan: &Plan,
+    target: &Target<'_>,
+) -> Result<Action, ReconcileError> {
+    let ctx = pass.ctx;
+    let (contended_tx, contended_rx) = tokio::sync::oneshot::channel();
+    let run = converge::migrate(target, plan, &ctx.shutdown, move |holder| {
+        let _ = contended_tx.send((holder, Instant::now()));
+    });
+    let waiting = async {
+        match contended_rx.await {
+            Ok((holder, _)) => Some(Observed::Waiting(LockObservation::waiting(
+                1,
+                Duration::ZERO,
+                holder,
+            ))),
+            Err(_) => None,
+        }
+    };
+    tokio::pin!(run);
+    let result = tokio::select! {
+        biased;
+        result = &mut run => result,
+        Some(observed) = waiting => {
+            if let Err(error) = pass.publish(Some(plan), &observed).await {
+                tracing::warn!(error = %chain(&error), "writing the waiting status failed");
+            }
+            run.await
+        }
+    };
+    let observed = match result {
+        Ok(outcome) => {
+            if let Some(lock) = &outcome.lock {
+                ctx.metrics.record_lock(LockOutcome::Acquired, lock.waited);
+            }
+            let steps = u64::from(outcome.to_version.saturating_sub(outcome.from_version));
+            if outcome.path != RunPath::UpToDate {
+                ctx.metrics.record_migrations(box_label(plan.kind), steps);
+            }
+            Observed::Succeeded(outcome)
+        }
+        Err(error) => {
+            match error.reason() {
+                Reason::Cancelled => {
+                    ctx.metrics
+                        .record_lock(LockOutcome::Cancelled, Duration::ZERO);
+                    tracing::info!(table = %plan.table, "run cancelled by shutdown; rolled back and unlocked");
+                    return Ok(Action::await_change());
+                }
+                Reason::LockTimeout => ctx
+                    .metrics
+                    .record_lock(LockOutcome::TimedOut, plan.lock_timeout),
+                Reason::LockLost => ctx.metrics.record_lock(LockOutcome::Lost, Duration::ZERO),
+                _ => {}
+            }
+            tracing::warn!(table = %plan.table, reason = %error.reason(), error = %chain(&error), "run failed");
+            error.observed()
+        }
+    };
+    pass.finish(Some(plan), observed).await
+}
+
+async fn cleanup(
+    bt: &BoxTable,
+    ctx: &Context,
+    api: &Api<BoxTable>,
+) -> Result<Action, ReconcileError> {
+    if bt.spec.deletion_policy == DeletionPolicy::Retain {
+        return Ok(Action::await_change());
+    }
+    let mut pass = Pass::new(bt, ctx, api);
+    let Ok(plan) = crate::plan::plan(&bt.spec) else {
+        // An invalid spec never created a table: nothing to drop.
+        return Ok(Action::await_change());
+    };
+    pass.publish(
+        Some(&plan),
+        &Observed::Deleting {
+            policy: DeletionPolicy::Drop,
+        },
+    )
+    .await?;
+    let table = plan.table.to_string();
+    let secret = match read_secret(bt, ctx, &pass.namespace).await {
+        Ok(secret) => secret,
+        Err(error) => {
+            let reason = secret_failure(&error).map(|_| Reason::SecretNotFound);
+            let message = format!(
+                "cannot drop {table}: {}; restore the secret, or set spec.deletionPolicy to Retain to delete without dropping",
+                chain(&error)
+            );
+            pass.publish(
+                Some(&plan),
+                &Observed::Failed {
+                    reason: Reason::DropFailed,
+                    message,
+                    lock: None,
+                },
+            )
+            .await?;
+            return Err(match reason {
+                Some(reason) => ReconcileError::Drop { table, reason },
+                None => ReconcileError::ReadSecret(error),
+            });
+        }
+    };
+    let app = application_name(&pass.namespace, &pass.name);
+    let target = Target {
+        connection_string: &secret.connection_string,
+        ca_pem: secret.ca_pem.as_deref(),
+        application_name: &app,
+    };
+    match converge::drop(&target, &plan, &ctx.shutdown).await {
+        Ok(dropped) => {
+            let note = if dropped.table_existed {
+                format!(
+                    "dropped {table} and {} history rows",
+                    dropped.history_rows_deleted
+                )
+            } else {
+                format!(
+                    "{table} was already gone; removed {} history rows",
+                    dropped.history_rows_deleted
+                )
+            };
+            tracing::info!(table = %table, "{note}");
+            events::publish(
+                &ctx.recorder,
+                bt,
+                vec![events::Transition {
+                    warning: false,
+                    reason: Reason::Deleting.as_str(),
+                    action: "Drop",
+                    note,
+                }],
+            )
+            .await;
+            Ok(Action::await_change())
+        }
+        Err(error) => {
+            let reason = error.reason();
+            let message = format!(
+                "cannot drop {table}: {}; deletion waits until the drop succeeds (or set spec.deletionPolicy to Retain)",
+                chain(&error)
+            );
+            pass.publish(
+                Some(&plan),
+                &Observed::Failed {
+                    reason: Reason::DropFailed,
+                    message,
+                    lock: None,
+                },
+            )
+            .await?;
+            Err(ReconcileError::Drop { table, reason })
+        }
+    }
+}

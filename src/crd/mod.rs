@@ -1,0 +1,321 @@
+//! The `BoxTable` custom resource: spec and status types, the schema rules the API server enforces
+//! (patterns, enums, ranges, defaults, CEL immutability), printer columns, and the names defined once
+//! (group, version, kind, finalizer, field manager).
+//!
+//! This module holds types only (the status types live in `status.rs` and are re-exported here); [`crate::plan`] turns a spec into a migration plan and
+//! [`crate::status`] computes the status.
+
+use kube::{CustomResource, CustomResourceExt};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::duration::DURATION_PATTERN;
+use crate::ident::{IDENT_PATTERN, MAX_IDENT_BYTES};
+
+mod status;
+
+pub use status::{
+    BoxTableStatus, LastRun, LockHolder, LockState, LockStatus, PgLocks, RunPathName,
+};
+
+/// The API group of every resource this operator serves.
+pub const GROUP: &str = "brighter.dev";
+/// The served and stored version.
+pub const VERSION: &str = "v1alpha1";
+/// The kind.
+pub const KIND: &str = "BoxTable";
+/// The plural resource name.
+pub const PLURAL: &str = "boxtables";
+/// The CRD's own name (`<plural>.<group>`).
+pub const CRD_NAME: &str = "boxtables.brighter.dev";
+/// The finalizer that lets `deletionPolicy: Drop` run before the object goes away.
+pub const FINALIZER: &str = "brighter.dev/cleanup";
+/// The server-side-apply field manager for every write the operator makes.
+pub const FIELD_MANAGER: &str = "boxtable-operator";
+
+/// The latest outbox version this API accepts as `targetVersion` (the schema needs a constant;
+/// a test pins it to `migrate::catalog`).
+pub const OUTBOX_LATEST_VERSION: u32 = 8;
+/// The latest inbox version this API accepts as `targetVersion` (pinned to the catalog by a test;
+/// also written literally in the spec's CEL rule).
+pub const INBOX_LATEST_VERSION: u32 = 2;
+
+/// Desired state of one Brighter outbox or inbox table in PostgreSQL.
+// Each `printcolumn(...)` repeats `type_ = "string"`; clippy mistakes that for a duplicated attribute.
+#[allow(clippy::duplicated_attributes)]
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "brighter.dev",
+    version = "v1alpha1",
+    kind = "BoxTable",
+    plural = "boxtables",
+    shortname = "bt",
+    namespaced,
+    status = "BoxTableStatus",
+    derive = "PartialEq",
+    doc = "A Brighter outbox or inbox table in PostgreSQL, provisioned and migrated under Brighter's advisory lock.",
+    printcolumn(name = "Box", type_ = "string", json_path = ".spec.box"),
+    printcolumn(name = "Table", type_ = "string", json_path = ".status.table"),
+    printcolumn(
+        name = "Version",
+        type_ = "integer",
+        json_path = ".status.appliedVersion"
+    ),
+    printcolumn(name = "Lock", type_ = "string", json_path = ".status.lock.state"),
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(
+        name = "Reason",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].reason"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    ),
+    printcolumn(
+        name = "Key",
+        type_ = "string",
+        json_path = ".status.lock.key",
+        priority = 1
+    ),
+    printcolumn(
+        name = "Message",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].message",
+        priority = 1
+    )
+)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {
+        "rule": "has(self.table) == has(oldSelf.table)",
+        "message": "table is immutable"
+    },
+    {
+        "rule": "self.box == 'Inbox' || !has(self.payload) || !(self.payload in ['Json', 'Jsonb'])",
+        "message": "Json and Jsonb payloads are for an Inbox only"
+    },
+    {
+        "rule": "self.box == 'Outbox' || !has(self.targetVersion) || self.targetVersion <= 2",
+        "message": "an Inbox has versions 1 to 2"
+    }
+]))]
+pub struct BoxTableSpec {
+    /// Which Brighter table: `Outbox` or `Inbox`. Immutable.
+    #[serde(rename = "box")]
+    #[schemars(extend("x-kubernetes-validations" = [{"rule": "self == oldSelf", "message": "box is immutable"}]))]
+    pub box_kind: BoxKind,
+
+    /// The table name; defaults to `Outbox` or `Inbox` by box. Lowercased before use. Immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        regex(pattern = IDENT_PATTERN),
+        length(min = 1, max = MAX_IDENT_BYTES),
+        extend("x-kubernetes-validations" = [{"rule": "self == oldSelf", "message": "table is immutable"}])
+    )]
+    pub table: Option<String>,
+
+    /// The PostgreSQL schema holding the table (never created by the operator). Immutable.
+    #[serde(default = "default_schema")]
+    #[schemars(
+        regex(pattern = IDENT_PATTERN),
+        length(min = 1, max = MAX_IDENT_BYTES),
+        extend("x-kubernetes-validations" = [{"rule": "self == oldSelf", "message": "schema is immutable"}])
+    )]
+    pub schema: String,
+
+    /// The payload column type: `Text` or `Binary`; an Inbox may also use `Json` or `Jsonb`.
+    #[serde(default)]
+    pub payload: Payload,
+
+    /// Where Brighter's migration history table lives.
+    #[serde(default)]
+    pub history_scope: HistoryScope,
+
+    /// How to reach the database.
+    pub database: DatabaseSpec,
+
+    /// The advisory-lock wait.
+    #[serde(default)]
+    pub lock: LockSpec,
+
+    /// PostgreSQL timeouts for the migration transaction (`SET LOCAL`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ddl: Option<DdlSpec>,
+
+    /// The version to reach; defaults to the latest the operator knows (outbox 8, inbox 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = OUTBOX_LATEST_VERSION))]
+    pub target_version: Option<u32>,
+
+    /// What deleting the BoxTable does to the table: `Retain` (default) or `Drop`.
+    #[serde(default)]
+    pub deletion_policy: DeletionPolicy,
+
+    /// When true, observe and report only; change nothing in the database.
+    #[serde(default)]
+    pub suspend: bool,
+}
+
+impl BoxTableSpec {
+    /// A spec with every default: the given box, its database in Secret `secret_name` under key
+    /// `connectionString`, default table, schema `public`, `Text` payload, 30s lock wait.
+    pub fn new(box_kind: BoxKind, secret_name: &str) -> Self {
+        Self {
+            box_kind,
+            table: None,
+            schema: default_schema(),
+            payload: Payload::default(),
+            history_scope: HistoryScope::default(),
+            database: DatabaseSpec {
+                secret_ref: SecretKeyRef {
+                    name: secret_name.to_owned(),
+                    key: default_secret_key(),
+                },
+            },
+            lock: LockSpec::default(),
+            ddl: None,
+            target_version: None,
+            deletion_policy: DeletionPolicy::default(),
+            suspend: false,
+        }
+    }
+}
+
+fn default_schema() -> String {
+    crate::ident::DEFAULT_SCHEMA.to_owned()
+}
+
+/// Which kind of Brighter box table.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
+pub enum BoxKind {
+    /// Brighter's outbox (messages to dispatch).
+    Outbox,
+    /// Brighter's inbox (commands already handled).
+    Inbox,
+}
+
+/// The payload column type.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
+pub enum Payload {
+    /// `text`.
+    #[default]
+    Text,
+    /// `bytea`.
+    Binary,
+    /// `json` (inbox only).
+    Json,
+    /// `jsonb` (inbox only).
+    Jsonb,
+}
+
+/// Where Brighter's `__BrighterMigrationHistory` table lives.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
+pub enum HistoryScope {
+    /// In `public`, whatever the box schema (Brighter's default).
+    #[default]
+    Global,
+    /// In the box table's own schema.
+    PerSchema,
+}
+
+/// What deleting the BoxTable does to the database table.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
+pub enum DeletionPolicy {
+    /// Keep the table and its history.
+    #[default]
+    Retain,
+    /// Drop the table and its history rows.
+    Drop,
+}
+
+/// How to reach the database.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DatabaseSpec {
+    /// The Secret (in the BoxTable's namespace) holding the connection string.
+    pub secret_ref: SecretKeyRef,
+}
+
+/// A key in a Secret in the BoxTable's namespace.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretKeyRef {
+    /// The Secret's name.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// The key holding a URL, libpq keyword or Npgsql connection string.
+    #[serde(default = "default_secret_key")]
+    #[schemars(length(min = 1, max = 253))]
+    pub key: String,
+}
+
+/// The Secret key read when none is given.
+pub const DEFAULT_SECRET_KEY: &str = "connectionString";
+
+fn default_secret_key() -> String {
+    DEFAULT_SECRET_KEY.to_owned()
+}
+
+/// The advisory-lock wait.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LockSpec {
+    /// How long to wait for Brighter's advisory lock, like `30s` or `1m30s` (at most 1h); `0s`
+    /// means one attempt.
+    #[serde(default = "default_lock_timeout")]
+    #[schemars(regex(pattern = DURATION_PATTERN))]
+    pub timeout: String,
+}
+
+/// The lock wait used when none is given.
+pub const DEFAULT_LOCK_TIMEOUT: &str = "30s";
+
+fn default_lock_timeout() -> String {
+    DEFAULT_LOCK_TIMEOUT.to_owned()
+}
+
+impl Default for LockSpec {
+    fn default() -> Self {
+        Self {
+            timeout: default_lock_timeout(),
+        }
+    }
+}
+
+/// PostgreSQL timeouts for the migration transaction, distinct from the advisory-lock wait.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DdlSpec {
+    /// `lock_timeout` for the DDL statements, like `5s` (at most 24h).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = DURATION_PATTERN))]
+    pub lock_timeout: Option<String>,
+    /// `statement_timeout` for the DDL statements, like `60s` (at most 24h).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = DURATION_PATTERN))]
+    pub statement_timeout: Option<String>,
+}
+
+/// Why the CRD could not be rendered as YAML.
+#[derive(Debug, thiserror::Error)]
+#[error("rendering the BoxTable CRD as YAML failed")]
+pub struct CrdYamlError(#[source] serde_yaml::Error);
+
+/// The CustomResourceDefinition YAML, as checked in at `crds/boxtable.yaml` and printed by
+/// `boxtable-operator crd`.
+///
+/// # Errors
+/// [`CrdYamlError`] when serialisation fails (not expected for a derived CRD).
+pub fn crd_yaml() -> Result<String, CrdYamlError> {
+    let body = serde_yaml::to_string(&BoxTable::crd()).map_err(CrdYamlError)?;
+    Ok(format!(
+        "# Generated from src/crd.rs by `boxtable-operator crd`; do not edit by hand.\n\
+         # Regenerate with: UPDATE_GOLDEN=1 cargo test --test crd_golden\n{body}"
+    ))
+}

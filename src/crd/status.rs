@@ -1,0 +1,142 @@
+//! The `BoxTable` status types: exactly the field names of the API contract, all optional at the
+//! top level, timestamps as `metav1.Time`.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Observed state of a BoxTable. Written only by the operator, and only when it changes.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BoxTableStatus {
+    /// The `metadata.generation` this status describes; -1 until the operator first reports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("default" = -1))]
+    pub observed_generation: Option<i64>,
+    /// The resolved, lowercased table (`schema.table`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub table: Option<String>,
+    /// The version the table is at, as last seen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applied_version: Option<u32>,
+    /// The version the operator is bringing the table to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_version: Option<u32>,
+    /// Brighter's advisory lock for this table: identity, state and holder.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lock: Option<LockStatus>,
+    /// The last completed migration run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_run: Option<LastRun>,
+    /// kstatus conditions: `Ready`, `Reconciling`, `Stalled`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<Condition>,
+}
+
+/// Brighter's advisory lock for this table, as the operator last saw it.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LockStatus {
+    /// The lockKey text (`BrighterMigration_<schema>.<table>`).
+    pub lock_key: String,
+    /// The derived bigint key as a decimal string (JSON clients lose precision past 2^53).
+    pub key: String,
+    /// The key as 16 lowercase hex digits.
+    pub key_hex: String,
+    /// How `pg_locks` shows this lock.
+    pub pg_locks: PgLocks,
+    /// Where the lock stands.
+    pub state: LockState,
+    /// Tries made in the latest wait.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempts: Option<u32>,
+    /// How long the latest wait took, in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waited_milliseconds: Option<u64>,
+    /// The configured wait, in seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_seconds: Option<f64>,
+    /// When the operator last took the lock.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_acquired_time: Option<Time>,
+    /// When the operator last released the lock.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_released_time: Option<Time>,
+    /// While waiting and after a timeout: the session holding the lock.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub holder: Option<LockHolder>,
+}
+
+/// The `pg_locks` columns that identify an advisory lock taken with one bigint key.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PgLocks {
+    /// The key's high 32 bits, unsigned.
+    pub classid: u32,
+    /// The key's low 32 bits, unsigned.
+    pub objid: u32,
+    /// Always 1 for a single-bigint advisory lock.
+    pub objsubid: u32,
+}
+
+/// Where the advisory lock stands.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
+pub enum LockState {
+    /// Another session holds it; the operator is polling.
+    Waiting,
+    /// The operator holds it (a migration is running).
+    Acquired,
+    /// The operator took it and released it.
+    Released,
+    /// The wait reached its timeout.
+    TimedOut,
+    /// The session lost it before releasing it.
+    Lost,
+}
+
+/// The session holding the advisory lock.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LockHolder {
+    /// Backend process id.
+    pub pid: i32,
+    /// The holder's `application_name` (empty when unset).
+    #[serde(default)]
+    pub application_name: String,
+    /// The client address; absent for a Unix-socket client.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_addr: Option<String>,
+    /// Start of the holder's current transaction, else of its latest statement.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<Time>,
+}
+
+/// The last completed migration run.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LastRun {
+    /// The path the run took.
+    pub path: RunPathName,
+    /// The version before the run (0 when there was no table).
+    pub from_version: u32,
+    /// The version after the run.
+    pub to_version: u32,
+    /// When the run started.
+    pub start_time: Time,
+    /// How long the run took, lock wait included, in milliseconds.
+    pub duration_milliseconds: u64,
+}
+
+/// The path a run took, as shown in status.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
+pub enum RunPathName {
+    /// No table: the latest shape was created.
+    Fresh,
+    /// A table without history: detected, stamped, then brought forward.
+    Bootstrap,
+    /// History rows existed: later steps were applied.
+    Normal,
+    /// Nothing to do.
+    UpToDate,
+}

@@ -1,0 +1,195 @@
+//! The libpq keyword form: `host=db port=5432 dbname=shop user=app password='it''s'`.
+//!
+//! Values may be single-quoted; inside or outside quotes a backslash escapes the next character.
+
+use super::{ConnStrError, Entry, Form, Key};
+
+/// Maps a libpq keyword (as libpq spells it, lowercase) to the setting it carries:
+/// `Some(Some(key))` for keywords the operator uses, `Some(None)` for keywords it accepts and
+/// ignores, `None` for words libpq does not know.
+pub(super) fn libpq_key(word: &str) -> Option<Option<Key>> {
+    let key = match word {
+        "host" => Key::Host,
+        "hostaddr" => Key::HostAddr,
+        "port" => Key::Port,
+        "dbname" => Key::DbName,
+        "user" => Key::User,
+        "password" => Key::Password,
+        "sslmode" => Key::SslMode,
+        "connect_timeout" => Key::ConnectTimeout,
+        "application_name" => Key::ApplicationName,
+        "options" => Key::Options,
+        "target_session_attrs" => Key::TargetSession,
+        "passfile"
+        | "require_auth"
+        | "channel_binding"
+        | "client_encoding"
+        | "fallback_application_name"
+        | "keepalives"
+        | "keepalives_idle"
+        | "keepalives_interval"
+        | "keepalives_count"
+        | "tcp_user_timeout"
+        | "replication"
+        | "gssencmode"
+        | "sslnegotiation"
+        | "sslcompression"
+        | "sslcert"
+        | "sslkey"
+        | "sslpassword"
+        | "sslcertmode"
+        | "sslrootcert"
+        | "sslcrl"
+        | "sslcrldir"
+        | "sslsni"
+        | "requirepeer"
+        | "ssl_min_protocol_version"
+        | "ssl_max_protocol_version"
+        | "krbsrvname"
+        | "gsslib"
+        | "gssdelegation"
+        | "service"
+        | "load_balance_hosts" => {
+            return Some(None);
+        }
+        _ => return None,
+    };
+    Some(Some(key))
+}
+
+/// Whether `word` is a libpq keyword (used to tell this form from Npgsql's).
+pub(super) fn is_libpq_keyword(word: &str) -> bool {
+    libpq_key(word).is_some()
+}
+
+/// Whether `input` has a `;` outside libpq quoting (then it is an Npgsql string with lowercase keys).
+pub(super) fn has_unquoted_semicolon(input: &str) -> bool {
+    let mut quoted = false;
+    let mut chars = input.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                chars.next();
+            }
+            '\'' => quoted = !quoted,
+            ';' if !quoted => return true,
+            _ => {}
+        }
+    }
+    false
+}
+
+/// Resolves a keyword found at `position`, refusing unknown ones as libpq does.
+pub(super) fn resolve(
+    form: Form,
+    word: &str,
+    value: String,
+    position: usize,
+    out: &mut Vec<Entry>,
+) -> Result<(), ConnStrError> {
+    match libpq_key(word) {
+        Some(Some(key)) => out.push(Entry {
+            key,
+            value,
+            position,
+        }),
+        Some(None) => tracing::debug!(
+            position,
+            "ignoring a libpq keyword the operator does not use"
+        ),
+        None => return Err(ConnStrError::UnknownKey { form, position }),
+    }
+    Ok(())
+}
+
+pub(super) fn parse(input: &str) -> Result<Vec<Entry>, ConnStrError> {
+    let syntax = |position, expected| ConnStrError::Syntax {
+        form: Form::Keyword,
+        position,
+        expected,
+    };
+    let bytes: Vec<(usize, char)> = input.char_indices().collect();
+    let at = |i: usize| bytes.get(i).map(|&(p, _)| p).unwrap_or(input.len());
+    let mut entries = Vec::new();
+    let mut i = 0;
+    loop {
+        while bytes.get(i).is_some_and(|(_, c)| c.is_whitespace()) {
+            i += 1;
+        }
+        if i >= bytes.len() {
+            break;
+        }
+        let key_start = i;
+        while bytes
+            .get(i)
+            .is_some_and(|&(_, c)| c != '=' && !c.is_whitespace())
+        {
+            i += 1;
+        }
+        if i == key_start {
+            return Err(syntax(at(i), "a keyword before '='"));
+        }
+        let word: String = bytes[key_start..i].iter().map(|&(_, c)| c).collect();
+        while bytes.get(i).is_some_and(|(_, c)| c.is_whitespace()) {
+            i += 1;
+        }
+        if bytes.get(i).map(|&(_, c)| c) != Some('=') {
+            return Err(syntax(at(i), "'=' after a keyword"));
+        }
+        i += 1;
+        while bytes.get(i).is_some_and(|(_, c)| c.is_whitespace()) {
+            i += 1;
+        }
+        let mut value = String::new();
+        if bytes.get(i).map(|&(_, c)| c) == Some('\'') {
+            let open = i;
+            i += 1;
+            loop {
+                match bytes.get(i).map(|&(_, c)| c) {
+                    None => {
+                        return Err(syntax(
+                            at(open),
+                            "a closing quote for the value starting here",
+                        ));
+                    }
+                    Some('\'') => {
+                        i += 1;
+                        break;
+                    }
+                    Some('\\') => {
+                        let Some(&(_, c)) = bytes.get(i + 1) else {
+                            return Err(syntax(at(i), "a character after '\\'"));
+                        };
+                        value.push(c);
+                        i += 2;
+                    }
+                    Some(c) => {
+                        value.push(c);
+                        i += 1;
+                    }
+                }
+            }
+            if bytes.get(i).is_some_and(|(_, c)| !c.is_whitespace()) {
+                return Err(syntax(at(i), "whitespace after a quoted value"));
+            }
+        } else {
+            while let Some(&(_, c)) = bytes.get(i) {
+                if c.is_whitespace() {
+                    break;
+                }
+                if c == '\\' {
+                    let Some(&(_, next)) = bytes.get(i + 1) else {
+                        return Err(syntax(at(i), "a character after '\\'"));
+                    };
+                    value.push(next);
+                    i += 2;
+                } else {
+                    value.push(c);
+                    i += 1;
+                }
+            }
+        }
+        resolve(Form::Keyword, &word, value, at(key_start), &mut entries)?;
+    }
+    Ok(entries)
+}

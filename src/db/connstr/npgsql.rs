@@ -1,0 +1,202 @@
+//! The Npgsql form Brighter applications use:
+//! `Host=db;Port=5432;Database=shop;Username=app;Password="p;w";SSL Mode=Require`.
+//!
+//! Keys are case-insensitive and ignore spaces (`SSL Mode` = `SslMode`); values may be quoted with
+//! `"` or `'`, a doubled quote standing for itself. Unknown keys are ignored (see the parent module).
+
+use super::{ConnStrError, Entry, Form, Key, split_host_ports};
+
+/// Maps a normalised key (lowercase, no spaces) to its setting: `Some(Some(key))` used,
+/// `Some(None)` known and ignored, `None` unknown.
+fn npgsql_key(norm: &str) -> Option<Option<Key>> {
+    let key = match norm {
+        "host" | "server" => Key::Host,
+        "port" => Key::Port,
+        "database" | "db" => Key::DbName,
+        "username" | "user" | "userid" | "uid" => Key::User,
+        "password" | "pwd" | "psw" => Key::Password,
+        "sslmode" => Key::SslMode,
+        "trustservercertificate" => Key::TrustServerCertificate,
+        "timeout" | "connecttimeout" | "connectiontimeout" => Key::ConnectTimeout,
+        "applicationname" => Key::ApplicationName,
+        "options" => Key::Options,
+        "targetsessionattributes" => Key::TargetSession,
+        "includeerrordetail"
+        | "includeerrordetails"
+        | "pooling"
+        | "minimumpoolsize"
+        | "minpoolsize"
+        | "maximumpoolsize"
+        | "maxpoolsize"
+        | "connectionidlelifetime"
+        | "connectionpruninginterval"
+        | "connectionlifetime"
+        | "commandtimeout"
+        | "internalcommandtimeout"
+        | "cancellationtimeout"
+        | "enlist"
+        | "multiplexing"
+        | "keepalive"
+        | "tcpkeepalive"
+        | "tcpkeepalivetime"
+        | "tcpkeepaliveinterval"
+        | "searchpath"
+        | "encoding"
+        | "clientencoding"
+        | "timezone"
+        | "noresetonclose"
+        | "maxautoprepare"
+        | "autopreparemintimes"
+        | "readbuffersize"
+        | "writebuffersize"
+        | "loadbalancehosts"
+        | "hostrecheckseconds"
+        | "servercompatibilitymode"
+        | "rootcertificate"
+        | "sslcertificate"
+        | "sslkey"
+        | "sslpassword"
+        | "checkcertificaterevocation"
+        | "persistsecurityinfo"
+        | "kerberosservicename"
+        | "includerealm"
+        | "logparameters"
+        | "arraynullabilitymode"
+        | "passfile"
+        | "channelbinding"
+        | "gssencryptionmode"
+        | "sslnegotiation" => return Some(None),
+        _ => return None,
+    };
+    Some(Some(key))
+}
+
+pub(super) fn parse(input: &str) -> Result<Vec<Entry>, ConnStrError> {
+    let syntax = |position, expected| ConnStrError::Syntax {
+        form: Form::Npgsql,
+        position,
+        expected,
+    };
+    let chars: Vec<(usize, char)> = input.char_indices().collect();
+    let at = |i: usize| chars.get(i).map(|&(p, _)| p).unwrap_or(input.len());
+    let is_space = |i: usize| chars.get(i).is_some_and(|(_, c)| c.is_whitespace());
+    let mut entries = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        while is_space(i) || chars.get(i).is_some_and(|&(_, c)| c == ';') {
+            i += 1;
+        }
+        if i >= chars.len() {
+            break;
+        }
+        let key_start = i;
+        while chars.get(i).is_some_and(|&(_, c)| c != '=' && c != ';') {
+            i += 1;
+        }
+        if chars.get(i).map(|&(_, c)| c) != Some('=') {
+            return Err(syntax(at(key_start), "key=value"));
+        }
+        let norm: String = chars[key_start..i]
+            .iter()
+            .map(|&(_, c)| c)
+            .filter(|c| !c.is_whitespace())
+            .collect::<String>()
+            .to_ascii_lowercase();
+        if norm.is_empty() {
+            return Err(syntax(at(key_start), "a key before '='"));
+        }
+        i += 1;
+        while is_space(i) {
+            i += 1;
+        }
+        let mut value = String::new();
+        match chars.get(i).map(|&(_, c)| c) {
+            Some(q @ ('"' | '\'')) => {
+                let open = i;
+                i += 1;
+                loop {
+                    match chars.get(i).map(|&(_, c)| c) {
+                        None => {
+                            return Err(syntax(
+                                at(open),
+                                "a closing quote for the value starting here",
+                            ));
+                        }
+                        Some(c) if c == q && chars.get(i + 1).map(|&(_, c)| c) == Some(q) => {
+                            value.push(q);
+                            i += 2;
+                        }
+                        Some(c) if c == q => {
+                            i += 1;
+                            break;
+                        }
+                        Some(c) => {
+                            value.push(c);
+                            i += 1;
+                        }
+                    }
+                }
+                while is_space(i) {
+                    i += 1;
+                }
+                if chars.get(i).is_some_and(|&(_, c)| c != ';') {
+                    return Err(syntax(at(i), "';' after a quoted value"));
+                }
+            }
+            _ => {
+                while let Some(&(_, c)) = chars.get(i) {
+                    if c == ';' {
+                        break;
+                    }
+                    value.push(c);
+                    i += 1;
+                }
+                value.truncate(value.trim_end().len());
+            }
+        }
+        let position = at(key_start);
+        match npgsql_key(&norm) {
+            Some(Some(key)) => entries.push(Entry {
+                key,
+                value,
+                position,
+            }),
+            Some(None) => {
+                tracing::trace!(position, "ignoring an npgsql key the operator does not use")
+            }
+            None => tracing::debug!(position, "ignoring an unknown npgsql key"),
+        }
+    }
+    Ok(with_host_ports(entries))
+}
+
+/// Npgsql allows `Host=a:5433,b`; a port on a host wins over `Port`, which applies to the rest.
+fn with_host_ports(mut entries: Vec<Entry>) -> Vec<Entry> {
+    let Some(host_idx) = entries.iter().rposition(|e| e.key == Key::Host) else {
+        return entries;
+    };
+    let (hosts, ports) = split_host_ports(&entries[host_idx].value);
+    if ports.iter().all(Option::is_none) {
+        return entries;
+    }
+    let default_port = entries
+        .iter()
+        .rev()
+        .find(|e| e.key == Key::Port)
+        .map_or_else(|| String::from("5432"), |e| e.value.clone());
+    let position = entries[host_idx].position;
+    entries.retain(|e| e.key != Key::Port);
+    let ports: Vec<String> = ports
+        .into_iter()
+        .map(|p| p.unwrap_or_else(|| default_port.clone()))
+        .collect();
+    if let Some(host) = entries.iter_mut().rfind(|e| e.key == Key::Host) {
+        host.value = hosts.join(",");
+    }
+    entries.push(Entry {
+        key: Key::Port,
+        value: ports.join(","),
+        position,
+    });
+    entries
+}

@@ -1,0 +1,374 @@
+//! What is in the database now (schema, table, columns, payload type, history), and what a run
+//! must therefore do: the path decision is a pure function of those facts.
+
+use std::collections::BTreeMap;
+
+use tokio_postgres::Client;
+
+use super::{BoxKind, Payload, Plan, RunError, RunPath};
+use crate::ident::QualifiedName;
+
+const SCHEMA_EXISTS_SQL: &str =
+    "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = $1)";
+const TABLE_EXISTS_SQL: &str = "SELECT EXISTS (SELECT 1 FROM information_schema.tables \
+     WHERE table_schema = $1 AND table_name = $2)";
+const COLUMNS_SQL: &str = "SELECT column_name::text, data_type::text FROM information_schema.columns \
+     WHERE table_schema = $1 AND table_name = $2";
+
+/// An existing table's columns: lowercase name to `information_schema` data type.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TableShape {
+    /// Column name to data type (`text`, `bytea`, `character varying`, ...).
+    pub columns: BTreeMap<String, String>,
+}
+
+/// The facts a path decision needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Facts {
+    /// The table's shape, `None` when it does not exist.
+    pub table: Option<TableShape>,
+    /// The highest history version recorded for it, `None` without rows.
+    pub history_version: Option<i32>,
+}
+
+/// What a run does, decided from [`Facts`] and the plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// Create the table at `to` with one history row.
+    Fresh {
+        /// The version created.
+        to: u32,
+    },
+    /// Stamp the detected version, then apply steps `detected+1..=to` (none when already there).
+    Bootstrap {
+        /// The version the columns show.
+        detected: u32,
+        /// The version reached.
+        to: u32,
+    },
+    /// Apply steps `from+1..=to`.
+    Normal {
+        /// The history's version.
+        from: u32,
+        /// The version reached.
+        to: u32,
+    },
+    /// Nothing to do; `at` may exceed the target (never downgraded).
+    UpToDate {
+        /// The current version.
+        at: u32,
+    },
+}
+
+impl Decision {
+    /// The path this decision takes.
+    pub fn path(self) -> RunPath {
+        match self {
+            Decision::Fresh { .. } => RunPath::Fresh,
+            Decision::Bootstrap { .. } => RunPath::Bootstrap,
+            Decision::Normal { .. } => RunPath::Normal,
+            Decision::UpToDate { .. } => RunPath::UpToDate,
+        }
+    }
+
+    /// The version before the run (0 without a table).
+    pub fn from_version(self) -> u32 {
+        match self {
+            Decision::Fresh { .. } => 0,
+            Decision::Bootstrap { detected, .. } => detected,
+            Decision::Normal { from, .. } => from,
+            Decision::UpToDate { at } => at,
+        }
+    }
+
+    /// The version after the run (never below the version before it).
+    pub fn to_version(self) -> u32 {
+        match self {
+            Decision::Fresh { to } | Decision::Normal { to, .. } => to,
+            Decision::Bootstrap { detected, to } => detected.max(to),
+            Decision::UpToDate { at } => at,
+        }
+    }
+}
+
+/// The target version of `plan`, validated against the catalog and the payload mode.
+///
+/// # Errors
+/// [`RunError::InvalidPlan`] for a target of 0 or above the catalog's latest, or a json payload on
+/// an outbox.
+pub fn target_version(plan: &Plan) -> Result<u32, RunError> {
+    let latest = plan.kind.latest();
+    let invalid = |problem: String| RunError::InvalidPlan {
+        table: plan.table.to_string(),
+        problem,
+    };
+    if !plan.kind.accepts(plan.payload) {
+        return Err(invalid(format!(
+            "payload mode {:?} is not available for an {}",
+            plan.payload,
+            plan.kind.as_str()
+        )));
+    }
+    match plan.target_version {
+        None => Ok(latest),
+        Some(t) if (1..=latest).contains(&t) => Ok(t),
+        Some(t) => Err(invalid(format!(
+            "target version V{t} is not known: {} versions run from V1 to V{latest}",
+            plan.kind.as_str()
+        ))),
+    }
+}
+
+/// The version a table's columns show (marker column, then V1's set, then the highest complete
+/// cumulative set). Extra columns are allowed.
+///
+/// # Errors
+/// [`RunError::NotABrighterTable`] without the marker column; [`RunError::UnknownSchemaVersion`]
+/// when V1's columns are incomplete.
+pub fn detect_version(
+    kind: BoxKind,
+    table: &QualifiedName,
+    shape: &TableShape,
+) -> Result<u32, RunError> {
+    let marker = kind.marker_column();
+    if !shape.columns.contains_key(marker) {
+        return Err(RunError::NotABrighterTable {
+            table: table.to_string(),
+            kind: kind.as_str(),
+            marker,
+        });
+    }
+    let has_all = |n: u32| {
+        kind.columns_at(n)
+            .iter()
+            .all(|c| shape.columns.contains_key(*c))
+    };
+    if !has_all(1) {
+        let missing: Vec<&str> = kind
+            .columns_at(1)
+            .into_iter()
+            .filter(|c| !shape.columns.contains_key(*c))
+            .collect();
+        return Err(RunError::UnknownSchemaVersion {
+            table: table.to_string(),
+            kind: kind.as_str(),
+            missing: missing.join(", "),
+        });
+    }
+    Ok(kind
+        .versions()
+        .iter()
+        .map(|v| v.number)
+        .take_while(|n| has_all(*n))
+        .last()
+        .unwrap_or(1))
+}
+
+/// Checks the payload column's type against the plan's payload mode (text, bytea, json, jsonb).
+///
+/// # Errors
+/// [`RunError::PayloadMismatch`] naming the type found and the mode asked.
+pub fn check_payload(plan: &Plan, shape: &TableShape) -> Result<(), RunError> {
+    let column = plan.kind.payload_column();
+    let Some(found) = shape.columns.get(column) else {
+        return Ok(());
+    };
+    if Payload::from_data_type(found) == Some(plan.payload) {
+        return Ok(());
+    }
+    Err(RunError::PayloadMismatch {
+        table: plan.table.to_string(),
+        column,
+        found: found.clone(),
+        asked: plan.payload,
+        expected: plan.payload.sql_type(),
+    })
+}
+
+/// Decides the path from the facts, for a validated `target`. `history_table` names the history
+/// table in a [`RunError::TableMissing`].
+///
+/// # Errors
+/// [`RunError::TableMissing`], [`RunError::HistoryNewerThanCatalog`], and the errors of
+/// [`detect_version`] and [`check_payload`].
+pub fn decide(
+    plan: &Plan,
+    target: u32,
+    facts: &Facts,
+    history_table: &str,
+) -> Result<Decision, RunError> {
+    let kind = plan.kind;
+    let latest = kind.latest();
+    let history = facts.history_version;
+    if let Some(v) = history.filter(|v| u32::try_from(*v).map_or(true, |v| v == 0 || v > latest)) {
+        return Err(RunError::HistoryNewerThanCatalog {
+            table: plan.table.to_string(),
+            kind: kind.as_str(),
+            history_version: v,
+            latest,
+        });
+    }
+    let history = history.and_then(|v| u32::try_from(v).ok());
+    let Some(shape) = &facts.table else {
+        return match history {
+            None => Ok(Decision::Fresh { to: target }),
+            Some(v) => Err(RunError::TableMissing {
+                table: plan.table.to_string(),
+                history_table: history_table.to_owned(),
+                history_version: i32::try_from(v).unwrap_or(i32::MAX),
+            }),
+        };
+    };
+    match history {
+        None => {
+            let detected = detect_version(kind, &plan.table, shape)?;
+            check_payload(plan, shape)?;
+            Ok(Decision::Bootstrap {
+                detected,
+                to: target,
+            })
+        }
+        Some(from) => {
+            check_payload(plan, shape)?;
+            if from >= target {
+                Ok(Decision::UpToDate { at: from })
+            } else {
+                Ok(Decision::Normal { from, to: target })
+            }
+        }
+    }
+}
+
+/// Whether the schema exists.
+///
+/// # Errors
+/// [`RunError`] classified from the database error.
+pub async fn schema_exists(client: &Client, table: &QualifiedName) -> Result<bool, RunError> {
+    let row = client
+        .query_one(SCHEMA_EXISTS_SQL, &[&table.schema.as_str()])
+        .await
+        .map_err(RunError::query("looking up the schema", table))?;
+    row.try_get(0)
+        .map_err(RunError::query("looking up the schema", table))
+}
+
+/// The table's columns, or `None` when it does not exist.
+///
+/// # Errors
+/// [`RunError`] classified from the database error.
+pub async fn table_shape(
+    client: &Client,
+    table: &QualifiedName,
+) -> Result<Option<TableShape>, RunError> {
+    let op = "reading the table's columns";
+    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] =
+        [&table.schema.as_str(), &table.table.as_str()];
+    let exists: bool = client
+        .query_one(TABLE_EXISTS_SQL, &params)
+        .await
+        .and_then(|row| row.try_get(0))
+        .map_err(RunError::query(op, table))?;
+    if !exists {
+        return Ok(None);
+    }
+    let rows = client
+        .query(COLUMNS_SQL, &params)
+        .await
+        .map_err(RunError::query(op, table))?;
+    let mut columns = BTreeMap::new();
+    for row in rows {
+        let name: String = row.try_get(0).map_err(RunError::query(op, table))?;
+        let ty: String = row.try_get(1).map_err(RunError::query(op, table))?;
+        columns.insert(name, ty);
+    }
+    Ok(Some(TableShape { columns }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::migrate::{DdlTimeouts, HistoryScope};
+    use std::time::Duration;
+
+    fn plan(kind: BoxKind) -> Plan {
+        Plan {
+            kind,
+            table: QualifiedName::parse(None, "outbox").unwrap(),
+            payload: Payload::Text,
+            history_scope: HistoryScope::Global,
+            target_version: None,
+            lock_timeout: Duration::ZERO,
+            ddl: DdlTimeouts::default(),
+        }
+    }
+
+    fn shape(cols: &[&str]) -> TableShape {
+        let mut columns: BTreeMap<String, String> = cols
+            .iter()
+            .map(|c| (c.to_string(), "character varying".into()))
+            .collect();
+        columns.insert("body".into(), "text".into());
+        columns.insert("commandbody".into(), "text".into());
+        TableShape { columns }
+    }
+
+    #[test]
+    fn a_2019_outbox_with_dispatched_detects_as_v2() {
+        let cols = [
+            "id",
+            "messageid",
+            "topic",
+            "messagetype",
+            "timestamp",
+            "dispatched",
+            "headerbag",
+            "body",
+        ];
+        let t = plan(BoxKind::Outbox).table;
+        assert_eq!(
+            detect_version(BoxKind::Outbox, &t, &shape(&cols)).unwrap(),
+            2
+        );
+    }
+
+    #[test]
+    fn a_later_column_without_the_earlier_ones_does_not_raise_the_version() {
+        let cols = [
+            "messageid",
+            "topic",
+            "messagetype",
+            "timestamp",
+            "headerbag",
+            "dispatched",
+            "partitionkey",
+        ];
+        let t = plan(BoxKind::Outbox).table;
+        assert_eq!(
+            detect_version(BoxKind::Outbox, &t, &shape(&cols)).unwrap(),
+            2
+        );
+    }
+
+    #[test]
+    fn history_above_the_catalog_is_an_error_naming_both_versions() {
+        let facts = Facts {
+            table: Some(shape(&[])),
+            history_version: Some(9),
+        };
+        let err = decide(&plan(BoxKind::Outbox), 8, &facts, "h").unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("V9") && text.contains("V8"), "{text}");
+    }
+
+    #[test]
+    fn a_table_above_the_target_is_left_alone() {
+        let facts = Facts {
+            table: Some(shape(&[])),
+            history_version: Some(8),
+        };
+        assert_eq!(
+            decide(&plan(BoxKind::Outbox), 5, &facts, "h").unwrap(),
+            Decision::UpToDate { at: 8 }
+        );
+    }
+}

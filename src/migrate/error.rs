@@ -1,0 +1,253 @@
+//! Why a migration run, observation or drop failed, and the bounded reason each failure maps to.
+
+use std::error::Error as _;
+
+use crate::lock::LockError;
+use crate::reason::Reason;
+
+/// SQLSTATE `insufficient_privilege`.
+pub const SQLSTATE_PERMISSION_DENIED: &str = "42501";
+/// SQLSTATE `invalid_schema_name`.
+pub const SQLSTATE_SCHEMA_NOT_FOUND: &str = "3F000";
+/// SQLSTATE `read_only_sql_transaction` (a hot standby, or `default_transaction_read_only`).
+pub const SQLSTATE_READ_ONLY: &str = "25006";
+
+/// A failed run. Messages are lowercase and never repeat their source; log with [`RunError::chain`].
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The plan cannot be run as given (payload mode for the wrong kind, unknown target version).
+    #[error("invalid plan for {table}: {problem}")]
+    InvalidPlan {
+        /// The box table.
+        table: String,
+        /// What is wrong.
+        problem: String,
+    },
+    /// The operator's own catalog has a gap (a build defect, not a database problem).
+    #[error("migration catalog is broken")]
+    Catalog(#[source] super::catalog::CatalogGap),
+    /// The table exists but lacks the column that marks a Brighter box table.
+    #[error("table {table} is not a brighter {kind}: it has no {marker} column")]
+    NotABrighterTable {
+        /// The table.
+        table: String,
+        /// `outbox` or `inbox`.
+        kind: &'static str,
+        /// The missing marker column.
+        marker: &'static str,
+    },
+    /// The table's columns match no known version (some V1 columns are missing).
+    #[error(
+        "table {table} matches no known brighter {kind} version: V1 columns {missing} are missing"
+    )]
+    UnknownSchemaVersion {
+        /// The table.
+        table: String,
+        /// `outbox` or `inbox`.
+        kind: &'static str,
+        /// The missing V1 columns, comma-separated.
+        missing: String,
+    },
+    /// The history records a version newer than this operator's catalog.
+    #[error(
+        "history for {table} is at V{history_version} but this operator knows {kind} versions up to V{latest}: upgrade the operator"
+    )]
+    HistoryNewerThanCatalog {
+        /// The table.
+        table: String,
+        /// `outbox` or `inbox`.
+        kind: &'static str,
+        /// The highest version in the history.
+        history_version: i32,
+        /// The catalog's latest version.
+        latest: u32,
+    },
+    /// History rows remain for a table that no longer exists.
+    #[error(
+        "table {table} does not exist but {history_table} records it at V{history_version}: delete those history rows or recreate the table"
+    )]
+    TableMissing {
+        /// The table.
+        table: String,
+        /// The history table holding the rows.
+        history_table: String,
+        /// The highest version in the history.
+        history_version: i32,
+    },
+    /// The payload column's type differs from the requested payload mode.
+    #[error(
+        "column {column} of {table} is {found} but payload mode {asked:?} needs {expected}; payload mode is never migrated"
+    )]
+    PayloadMismatch {
+        /// The table.
+        table: String,
+        /// The payload column.
+        column: &'static str,
+        /// The type found (`information_schema` name).
+        found: String,
+        /// The mode asked for.
+        asked: super::Payload,
+        /// The type that mode needs.
+        expected: &'static str,
+    },
+    /// The box table's schema does not exist.
+    #[error(
+        "schema {schema} does not exist; the operator does not create schemas: create it first"
+    )]
+    SchemaNotFound {
+        /// The schema.
+        schema: String,
+    },
+    /// The role lacks a privilege.
+    #[error("permission denied while {operation} for {table}")]
+    PermissionDenied {
+        /// What was being done.
+        operation: &'static str,
+        /// The table.
+        table: String,
+        /// The database error.
+        #[source]
+        source: tokio_postgres::Error,
+    },
+    /// The server is a read-only hot standby.
+    #[error(
+        "the database is read-only (a hot standby); point the connection at the primary to migrate {table}"
+    )]
+    ReadOnlyDatabase {
+        /// The table.
+        table: String,
+    },
+    /// Taking, checking or releasing the advisory lock failed (the message names the lockKey).
+    #[error(transparent)]
+    Lock(Box<LockError>),
+    /// A migration statement failed.
+    #[error("migration V{version} ({description}) of {table} failed")]
+    MigrationFailed {
+        /// The table.
+        table: String,
+        /// The version being applied.
+        version: u32,
+        /// Its description.
+        description: String,
+        /// The database error.
+        #[source]
+        source: tokio_postgres::Error,
+    },
+    /// Another query of the run failed.
+    #[error("{operation} for {table} failed")]
+    Query {
+        /// What was being done.
+        operation: &'static str,
+        /// The table.
+        table: String,
+        /// The database error.
+        #[source]
+        source: tokio_postgres::Error,
+    },
+    /// Shutdown cancelled the run; everything was rolled back.
+    #[error("migration of {table} was cancelled and rolled back")]
+    Cancelled {
+        /// The table.
+        table: String,
+    },
+}
+
+impl From<LockError> for RunError {
+    fn from(error: LockError) -> Self {
+        RunError::Lock(Box::new(error))
+    }
+}
+
+impl RunError {
+    /// The bounded reason used in conditions, events and metrics.
+    pub fn reason(&self) -> Reason {
+        match self {
+            RunError::InvalidPlan { .. } => Reason::InvalidSpec,
+            RunError::Catalog(_) | RunError::MigrationFailed { .. } => Reason::MigrationFailed,
+            RunError::NotABrighterTable { .. } => Reason::NotABrighterTable,
+            RunError::UnknownSchemaVersion { .. } | RunError::HistoryNewerThanCatalog { .. } => {
+                Reason::UnknownSchemaVersion
+            }
+            RunError::TableMissing { .. } => Reason::TableMissing,
+            RunError::PayloadMismatch { .. } => Reason::PayloadMismatch,
+            RunError::SchemaNotFound { .. } => Reason::SchemaNotFound,
+            RunError::PermissionDenied { .. } => Reason::PermissionDenied,
+            RunError::ReadOnlyDatabase { .. } => Reason::ReadOnlyDatabase,
+            RunError::Cancelled { .. } => Reason::Cancelled,
+            RunError::Lock(lock) => match lock.as_ref() {
+                LockError::Timeout { .. } => Reason::LockTimeout,
+                LockError::Lost { .. } => Reason::LockLost,
+                LockError::Cancelled { .. } => Reason::Cancelled,
+                LockError::Query { .. } | LockError::NullResult { .. } => Reason::ConnectionFailed,
+            },
+            RunError::Query { source, .. } => {
+                if source.as_db_error().is_some() {
+                    Reason::MigrationFailed
+                } else {
+                    Reason::ConnectionFailed
+                }
+            }
+        }
+    }
+
+    /// The message followed by every source, `: `-separated, with the server's SQLSTATE and message
+    /// (tokio-postgres prints only "db error" at the top), for logs and status messages.
+    pub fn chain(&self) -> String {
+        let mut out = self.to_string();
+        let mut next = self.source();
+        while let Some(err) = next {
+            let text = match err
+                .downcast_ref::<tokio_postgres::Error>()
+                .and_then(|e| e.as_db_error())
+            {
+                Some(db) => format!("{} (SQLSTATE {})", db.message(), db.code().code()),
+                None => err.to_string(),
+            };
+            if text != "db error" {
+                out.push_str(": ");
+                out.push_str(&text);
+            }
+            next = err.source();
+        }
+        out
+    }
+
+    /// Classifies a database error from `operation`: privilege, missing schema and read-only errors
+    /// get their own variants; anything else becomes what `otherwise` builds.
+    pub(crate) fn classify(
+        source: tokio_postgres::Error,
+        operation: &'static str,
+        table: &crate::ident::QualifiedName,
+        otherwise: impl FnOnce(tokio_postgres::Error) -> RunError,
+    ) -> RunError {
+        let code = source.as_db_error().map(|db| db.code().code().to_owned());
+        match code.as_deref() {
+            Some(SQLSTATE_PERMISSION_DENIED) => RunError::PermissionDenied {
+                operation,
+                table: table.to_string(),
+                source,
+            },
+            Some(SQLSTATE_SCHEMA_NOT_FOUND) => RunError::SchemaNotFound {
+                schema: table.schema.to_string(),
+            },
+            Some(SQLSTATE_READ_ONLY) => RunError::ReadOnlyDatabase {
+                table: table.to_string(),
+            },
+            _ => otherwise(source),
+        }
+    }
+
+    /// A failed query of `operation`, classified.
+    pub(crate) fn query<'a>(
+        operation: &'static str,
+        table: &'a crate::ident::QualifiedName,
+    ) -> impl FnOnce(tokio_postgres::Error) -> RunError + 'a {
+        move |source| {
+            RunError::classify(source, operation, table, |source| RunError::Query {
+                operation,
+                table: table.to_string(),
+                source,
+            })
+        }
+    }
+}

@@ -1,0 +1,294 @@
+//! Brighter's migration history table, `"<schema>"."__BrighterMigrationHistory"`: where it lives,
+//! creating it race-safely, seeding a per-schema copy from `public`, and reading and writing rows.
+//!
+//! Table and column names are quoted mixed case exactly as Brighter writes them; row values are the
+//! lowercased schema and table names. Every value goes through a `$n` parameter.
+
+use tokio_postgres::Client;
+
+use super::{HistoryScope, RunError};
+use crate::ident::{DEFAULT_SCHEMA, Ident, QualifiedName};
+
+/// The history table's name (quoted, mixed case).
+pub const HISTORY_TABLE: &str = "\"__BrighterMigrationHistory\"";
+/// The history table's unquoted name, for `information_schema` lookups.
+pub const HISTORY_TABLE_NAME: &str = "__BrighterMigrationHistory";
+
+/// SQLSTATEs that mean another session created the history table at the same moment.
+pub const CREATE_RACE_SQLSTATES: [&str; 3] = ["23505", "42P07", "42710"];
+
+const SAVEPOINT: &str = "SAVEPOINT boxtable_history";
+const ROLLBACK_TO_SAVEPOINT: &str = "ROLLBACK TO SAVEPOINT boxtable_history";
+const RELEASE_SAVEPOINT: &str = "RELEASE SAVEPOINT boxtable_history";
+
+const EXISTS_SQL: &str = "SELECT EXISTS (SELECT 1 FROM information_schema.tables \
+     WHERE table_schema = $1 AND table_name = $2)";
+
+/// Where a box table's history rows live.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HistoryTable {
+    /// `public."__BrighterMigrationHistory"`.
+    Public,
+    /// The history table in a box table's own (non-public) schema.
+    InSchema(Ident),
+}
+
+impl HistoryTable {
+    /// The history table for `table` in `scope`: `public` (Global) or the box table's schema
+    /// (PerSchema).
+    pub fn for_table(table: &QualifiedName, scope: HistoryScope) -> Self {
+        match scope {
+            HistoryScope::PerSchema if table.schema.as_str() != DEFAULT_SCHEMA => {
+                HistoryTable::InSchema(table.schema.clone())
+            }
+            _ => HistoryTable::Public,
+        }
+    }
+
+    /// The schema it lives in, unquoted.
+    pub fn schema_name(&self) -> &str {
+        match self {
+            HistoryTable::Public => DEFAULT_SCHEMA,
+            HistoryTable::InSchema(schema) => schema.as_str(),
+        }
+    }
+
+    /// `"schema"."__BrighterMigrationHistory"` for SQL text.
+    pub fn quoted(&self) -> String {
+        match self {
+            HistoryTable::Public => format!("\"{DEFAULT_SCHEMA}\".{HISTORY_TABLE}"),
+            HistoryTable::InSchema(schema) => format!("{}.{HISTORY_TABLE}", schema.quoted()),
+        }
+    }
+
+    /// `CREATE TABLE IF NOT EXISTS` with Brighter's exact shape.
+    pub fn create_sql(&self) -> String {
+        format!(
+            "CREATE TABLE IF NOT EXISTS {} (\n  \
+             \"MigrationVersion\" INT NOT NULL,\n  \
+             \"SchemaName\" VARCHAR(256) NOT NULL DEFAULT 'public',\n  \
+             \"BoxTableName\" VARCHAR(256) NOT NULL,\n  \
+             \"Description\" VARCHAR(512) NOT NULL,\n  \
+             \"AppliedAt\" TIMESTAMPTZ NOT NULL DEFAULT NOW(),\n  \
+             PRIMARY KEY (\"SchemaName\", \"BoxTableName\", \"MigrationVersion\"))",
+            self.quoted()
+        )
+    }
+
+    fn insert_sql(&self) -> String {
+        format!(
+            "INSERT INTO {} (\"MigrationVersion\", \"SchemaName\", \"BoxTableName\", \"Description\") \
+             VALUES ($1, $2, $3, $4)",
+            self.quoted()
+        )
+    }
+
+    fn max_version_sql(&self) -> String {
+        format!(
+            "SELECT MAX(\"MigrationVersion\") FROM {} WHERE \"SchemaName\" = $1 AND \"BoxTableName\" = $2",
+            self.quoted()
+        )
+    }
+
+    fn delete_sql(&self) -> String {
+        format!(
+            "DELETE FROM {} WHERE \"SchemaName\" = $1 AND \"BoxTableName\" = $2",
+            self.quoted()
+        )
+    }
+
+    /// Copies `from`'s rows for one table into this table where their version is missing, keeping
+    /// Description and AppliedAt.
+    fn seed_sql(&self, from: &HistoryTable) -> String {
+        format!(
+            "INSERT INTO {to} (\"MigrationVersion\", \"SchemaName\", \"BoxTableName\", \"Description\", \"AppliedAt\") \
+             SELECT g.\"MigrationVersion\", g.\"SchemaName\", g.\"BoxTableName\", g.\"Description\", g.\"AppliedAt\" \
+             FROM {from} g WHERE g.\"SchemaName\" = $1 AND g.\"BoxTableName\" = $2 \
+             AND NOT EXISTS (SELECT 1 FROM {to} p WHERE p.\"SchemaName\" = g.\"SchemaName\" \
+             AND p.\"BoxTableName\" = g.\"BoxTableName\" AND p.\"MigrationVersion\" = g.\"MigrationVersion\")",
+            to = self.quoted(),
+            from = from.quoted()
+        )
+    }
+}
+
+/// Whether `history` exists.
+///
+/// # Errors
+/// [`RunError::Query`] (classified) when the lookup fails.
+pub async fn exists(
+    client: &Client,
+    history: &HistoryTable,
+    table: &QualifiedName,
+) -> Result<bool, RunError> {
+    let row = client
+        .query_one(EXISTS_SQL, &[&history.schema_name(), &HISTORY_TABLE_NAME])
+        .await
+        .map_err(RunError::query("looking up the history table", table))?;
+    row.try_get(0)
+        .map_err(RunError::query("looking up the history table", table))
+}
+
+/// Creates the history table if missing, inside a savepoint, treating a concurrent creation (by a
+/// session that does not take this table's lock) as success. Runs inside the caller's transaction.
+///
+/// # Errors
+/// [`RunError`] classified from the database error (privilege, missing schema, other).
+///
+/// # Idempotency
+/// An existing history table is left as it is.
+pub async fn ensure_table(
+    client: &Client,
+    history: &HistoryTable,
+    table: &QualifiedName,
+) -> Result<(), RunError> {
+    let op = "creating the history table";
+    client
+        .batch_execute(SAVEPOINT)
+        .await
+        .map_err(RunError::query(op, table))?;
+    if let Err(source) = client.batch_execute(&history.create_sql()).await {
+        let raced = source
+            .as_db_error()
+            .is_some_and(|db| CREATE_RACE_SQLSTATES.contains(&db.code().code()));
+        if !raced {
+            return Err(RunError::query(op, table)(source));
+        }
+        client
+            .batch_execute(ROLLBACK_TO_SAVEPOINT)
+            .await
+            .map_err(RunError::query(op, table))?;
+    }
+    client
+        .batch_execute(RELEASE_SAVEPOINT)
+        .await
+        .map_err(RunError::query(op, table))
+}
+
+/// Copies this table's rows from `public`'s history into `history` (PerSchema), keeping
+/// Description and AppliedAt, for versions not there yet. Returns the rows copied.
+///
+/// # Errors
+/// [`RunError`] classified from the database error.
+///
+/// # Idempotency
+/// Rows already present are skipped; a missing `public` history table copies nothing.
+pub async fn seed_from_public(
+    client: &Client,
+    history: &HistoryTable,
+    table: &QualifiedName,
+) -> Result<u64, RunError> {
+    let public = HistoryTable::Public;
+    if *history == public || !exists(client, &public, table).await? {
+        return Ok(0);
+    }
+    client
+        .execute(
+            &history.seed_sql(&public),
+            &[&table.schema.as_str(), &table.table.as_str()],
+        )
+        .await
+        .map_err(RunError::query(
+            "seeding the per-schema history from public",
+            table,
+        ))
+}
+
+/// The highest recorded version for `table`, if any row exists.
+///
+/// # Errors
+/// [`RunError`] classified from the database error.
+pub async fn max_version(
+    client: &Client,
+    history: &HistoryTable,
+    table: &QualifiedName,
+) -> Result<Option<i32>, RunError> {
+    let row = client
+        .query_one(
+            &history.max_version_sql(),
+            &[&table.schema.as_str(), &table.table.as_str()],
+        )
+        .await
+        .map_err(RunError::query("reading the migration history", table))?;
+    row.try_get(0)
+        .map_err(RunError::query("reading the migration history", table))
+}
+
+/// Writes one history row (AppliedAt defaults to the transaction's `NOW()`).
+///
+/// # Errors
+/// [`RunError`] classified from the database error.
+pub async fn insert(
+    client: &Client,
+    history: &HistoryTable,
+    table: &QualifiedName,
+    version: u32,
+    description: &str,
+) -> Result<(), RunError> {
+    let version = i32::try_from(version).unwrap_or(i32::MAX);
+    client
+        .execute(
+            &history.insert_sql(),
+            &[
+                &version,
+                &table.schema.as_str(),
+                &table.table.as_str(),
+                &description,
+            ],
+        )
+        .await
+        .map(drop)
+        .map_err(RunError::query("writing a history row", table))
+}
+
+/// Deletes every history row of `table` in `history`, returning how many went.
+///
+/// # Errors
+/// [`RunError`] classified from the database error.
+pub async fn delete_rows(
+    client: &Client,
+    history: &HistoryTable,
+    table: &QualifiedName,
+) -> Result<u64, RunError> {
+    client
+        .execute(
+            &history.delete_sql(),
+            &[&table.schema.as_str(), &table.table.as_str()],
+        )
+        .await
+        .map_err(RunError::query("deleting history rows", table))
+}
+
+/// `fresh install at V<n>`.
+pub fn fresh_description(version: u32) -> String {
+    format!("fresh install at V{version}")
+}
+
+/// `bootstrap: detected at V<n>`.
+pub fn bootstrap_description(version: u32) -> String {
+    format!("bootstrap: detected at V{version}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn global_history_lives_in_public_and_per_schema_in_the_box_schema() {
+        let t = QualifiedName::parse(Some("Sales"), "Outbox").unwrap();
+        assert_eq!(
+            HistoryTable::for_table(&t, HistoryScope::Global).quoted(),
+            "\"public\".\"__BrighterMigrationHistory\""
+        );
+        assert_eq!(
+            HistoryTable::for_table(&t, HistoryScope::PerSchema).quoted(),
+            "\"sales\".\"__BrighterMigrationHistory\""
+        );
+    }
+
+    #[test]
+    fn descriptions_match_brighters_wording() {
+        assert_eq!(fresh_description(8), "fresh install at V8");
+        assert_eq!(bootstrap_description(2), "bootstrap: detected at V2");
+    }
+}

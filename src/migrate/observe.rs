@@ -1,0 +1,38 @@
+//! Read-only observation: what a run would do now, without the lock and without writing (used
+//! while a BoxTable is suspended).
+
+use super::history::HistoryTable;
+use super::runner::read_facts;
+use super::{Plan, RunError, RunPath, detect};
+use crate::db::Session;
+
+/// What a read-only observation found (used while suspended).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Observation {
+    /// The current version (0 when the table does not exist).
+    pub current_version: u32,
+    /// The version a run would reach.
+    pub target_version: u32,
+    /// The path a run would take now.
+    pub would: RunPath,
+}
+
+/// Reads what a run would do now, without the lock and without writing anything.
+///
+/// # Errors
+/// The same detection errors as [`super::run`] (a run would fail the same way).
+///
+/// # Idempotency
+/// Read-only.
+pub async fn observe(session: &Session, plan: &Plan) -> Result<Observation, RunError> {
+    let target = detect::target_version(plan)?;
+    let client = session.client();
+    let facts = read_facts(client, plan, false).await?;
+    let history = HistoryTable::for_table(&plan.table, plan.history_scope);
+    let decision = detect::decide(plan, target, &facts, &history.quoted())?;
+    Ok(Observation {
+        current_version: decision.from_version(),
+        target_version: target,
+        would: decision.path(),
+    })
+}

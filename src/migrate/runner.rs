@@ -1,0 +1,268 @@
+//! The run: on one dedicated session, take Brighter's advisory lock, then in one transaction ensure
+//! the history table, re-detect, apply the path, verify the lock, COMMIT, and release the lock. On
+//! any failure: ROLLBACK, then unlock, and report the original error.
+
+use std::future::Future;
+
+use tokio_postgres::Client;
+use tokio_util::sync::CancellationToken;
+
+use super::catalog::{fresh_statements, step_statements};
+use super::detect::{self, Decision, Facts};
+use super::history::{self, HistoryTable};
+use super::{HistoryScope, Outcome, Plan, RunError};
+use crate::db::Session;
+use crate::lock::{self, Holder, LockIdentity};
+
+const BEGIN: &str = "BEGIN";
+const COMMIT: &str = "COMMIT";
+const ROLLBACK: &str = "ROLLBACK";
+const IN_RECOVERY_SQL: &str = "SELECT pg_is_in_recovery()";
+/// `SET LOCAL` with a bound value: `set_config(name, value, is_local => true)`.
+const SET_LOCAL_SQL: &str = "SELECT set_config($1, $2, true)";
+
+/// Brings `plan.table` to its target version, exactly as Brighter's runner would.
+///
+/// `on_waiting` is called once, with the holder when it can be seen, if the lock is found taken.
+///
+/// # Errors
+/// [`RunError`]: invalid plan, read-only server, lock timeout or loss, detection errors
+/// (not a Brighter table, unknown version, table missing, payload mismatch, missing schema),
+/// a failing step ([`RunError::MigrationFailed`]) or [`RunError::Cancelled`]. Nothing partial
+/// survives a failure.
+///
+/// # Cancel safety
+/// Cancelling `cancel` stops the lock wait, or asks the server to cancel the running statement,
+/// rolls back and unlocks, then returns [`RunError::Cancelled`]. If an unlock fails after a failure,
+/// the caller should drop the session (the server frees its session locks). Dropping the future
+/// itself mid-run leaves the session in an unknown state: drop the session too.
+///
+/// # Idempotency
+/// A table at its target is left unchanged (path `UpToDate`); a table above it is never downgraded.
+pub async fn run(
+    session: &mut Session,
+    plan: &Plan,
+    cancel: &CancellationToken,
+    on_waiting: impl FnOnce(Option<Holder>) + Send,
+) -> Result<Outcome, RunError> {
+    let started = jiff::Timestamp::now();
+    let clock = std::time::Instant::now();
+    let target = detect::target_version(plan)?;
+    plan.kind.check_contiguous().map_err(RunError::Catalog)?;
+    let session = &*session;
+    let client = session.client();
+    ensure_writable(client, plan).await?;
+    let identity = LockIdentity::for_table(&plan.table);
+    let report = lock::acquire(client, &identity, plan.lock_timeout, cancel, on_waiting)
+        .await
+        .map_err(RunError::from)?;
+    let decision = locked(
+        session,
+        plan,
+        &identity,
+        cancel,
+        migrate(client, plan, target),
+    )
+    .await?;
+    Ok(Outcome {
+        path: decision.path(),
+        from_version: decision.from_version(),
+        to_version: decision.to_version(),
+        target_version: target,
+        lock: Some(report),
+        started,
+        duration: clock.elapsed(),
+    })
+}
+
+/// Refuses a hot standby before the lock is taken.
+pub(super) async fn ensure_writable(client: &Client, plan: &Plan) -> Result<(), RunError> {
+    let row = client
+        .query_one(IN_RECOVERY_SQL, &[])
+        .await
+        .map_err(RunError::query("checking for a hot standby", &plan.table))?;
+    let in_recovery: bool = row
+        .try_get(0)
+        .map_err(RunError::query("checking for a hot standby", &plan.table))?;
+    if in_recovery {
+        return Err(RunError::ReadOnlyDatabase {
+            table: plan.table.to_string(),
+        });
+    }
+    Ok(())
+}
+
+/// Runs `work` in one transaction while the lock is held, then commits and unlocks; on failure or
+/// cancellation rolls back, unlocks, and returns the original error.
+pub(super) async fn locked<T>(
+    session: &Session,
+    plan: &Plan,
+    identity: &LockIdentity,
+    cancel: &CancellationToken,
+    work: impl Future<Output = Result<T, RunError>>,
+) -> Result<T, RunError> {
+    let client = session.client();
+    let table = &plan.table;
+    let transaction = async {
+        client
+            .batch_execute(BEGIN)
+            .await
+            .map_err(RunError::query("opening the transaction", table))?;
+        set_local(client, plan).await?;
+        let value = work.await?;
+        lock::ensure_still_held(client, identity)
+            .await
+            .map_err(RunError::from)?;
+        client
+            .batch_execute(COMMIT)
+            .await
+            .map_err(RunError::query("committing", table))?;
+        Ok(value)
+    };
+    let result = tokio::select! {
+        result = transaction => result,
+        () = cancel.cancelled() => {
+            if let Err(error) = session.cancel_running_statement().await {
+                tracing::warn!(error = %error, table = %table, "asking the server to cancel the statement failed");
+            }
+            Err(RunError::Cancelled { table: table.to_string() })
+        }
+    };
+    match result {
+        Ok(value) => {
+            lock::release(client, identity)
+                .await
+                .map_err(RunError::from)?;
+            Ok(value)
+        }
+        Err(error) => {
+            if session.is_closed() {
+                return Err(error);
+            }
+            if let Err(rollback) = client.batch_execute(ROLLBACK).await {
+                tracing::warn!(error = %rollback, table = %table, "rollback after a failed migration failed");
+            }
+            if let Err(unlock) = lock::release(client, identity).await {
+                tracing::warn!(error = %unlock, table = %table, "unlock after a failed migration failed; drop the session");
+            }
+            Err(error)
+        }
+    }
+}
+
+/// `SET LOCAL lock_timeout` / `statement_timeout` from the plan, inside the transaction.
+async fn set_local(client: &Client, plan: &Plan) -> Result<(), RunError> {
+    let settings = [
+        ("lock_timeout", plan.ddl.lock_timeout),
+        ("statement_timeout", plan.ddl.statement_timeout),
+    ];
+    for (name, value) in settings {
+        let Some(value) = value else { continue };
+        let millis = format!("{}ms", value.as_millis().max(1));
+        client
+            .query_one(SET_LOCAL_SQL, &[&name, &millis])
+            .await
+            .map_err(RunError::query("setting the DDL timeouts", &plan.table))?;
+    }
+    Ok(())
+}
+
+/// Reads the facts; with `ensure`, first creates the history table and seeds a per-schema copy.
+pub(super) async fn read_facts(
+    client: &Client,
+    plan: &Plan,
+    ensure: bool,
+) -> Result<Facts, RunError> {
+    let table = &plan.table;
+    if !detect::schema_exists(client, table).await? {
+        return Err(RunError::SchemaNotFound {
+            schema: table.schema.to_string(),
+        });
+    }
+    let history = HistoryTable::for_table(table, plan.history_scope);
+    let mut history_version = None;
+    if ensure {
+        history::ensure_table(client, &history, table).await?;
+        if plan.history_scope == HistoryScope::PerSchema {
+            history::seed_from_public(client, &history, table).await?;
+        }
+        history_version = history::max_version(client, &history, table).await?;
+    } else {
+        let mut sources = vec![history.clone()];
+        if plan.history_scope == HistoryScope::PerSchema && history != HistoryTable::Public {
+            sources.push(HistoryTable::Public);
+        }
+        for source in sources {
+            if history::exists(client, &source, table).await? {
+                let v = history::max_version(client, &source, table).await?;
+                history_version = history_version.max(v);
+            }
+        }
+    }
+    Ok(Facts {
+        table: detect::table_shape(client, table).await?,
+        history_version,
+    })
+}
+
+/// The body of the migration transaction: ensure history, re-detect under the lock, apply.
+async fn migrate(client: &Client, plan: &Plan, target: u32) -> Result<Decision, RunError> {
+    let table = &plan.table;
+    let history = HistoryTable::for_table(table, plan.history_scope);
+    let facts = read_facts(client, plan, true).await?;
+    let decision = detect::decide(plan, target, &facts, &history.quoted())?;
+    let steps_after = match decision {
+        Decision::Fresh { to } => {
+            let description = history::fresh_description(to);
+            for sql in fresh_statements(plan.kind, plan.payload, table, to) {
+                execute_step(client, plan, to, &description, &sql).await?;
+            }
+            history::insert(client, &history, table, to, &description).await?;
+            return Ok(decision);
+        }
+        Decision::Bootstrap { detected, .. } => {
+            history::insert(
+                client,
+                &history,
+                table,
+                detected,
+                &history::bootstrap_description(detected),
+            )
+            .await?;
+            detected
+        }
+        Decision::Normal { from, .. } => from,
+        Decision::UpToDate { .. } => return Ok(decision),
+    };
+    for version in plan.kind.versions() {
+        if version.number <= steps_after || version.number > target {
+            continue;
+        }
+        for sql in step_statements(version, table) {
+            execute_step(client, plan, version.number, version.description, &sql).await?;
+        }
+        history::insert(client, &history, table, version.number, version.description).await?;
+    }
+    Ok(decision)
+}
+
+/// Runs one DDL statement of version `version`, classifying its failure.
+async fn execute_step(
+    client: &Client,
+    plan: &Plan,
+    version: u32,
+    description: &str,
+    sql: &str,
+) -> Result<(), RunError> {
+    tracing::debug!(table = %plan.table, version, sql, "applying");
+    client.batch_execute(sql).await.map_err(|source| {
+        RunError::classify(source, "applying a migration", &plan.table, |source| {
+            RunError::MigrationFailed {
+                table: plan.table.to_string(),
+                version,
+                description: description.to_owned(),
+                source,
+            }
+        })
+    })
+}

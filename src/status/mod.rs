@@ -1,0 +1,273 @@
+//! The desired `BoxTable` status, computed from what a pass observed: a pure function of values, so
+//! tests compare statuses without an API server or a database.
+//!
+//! Conditions follow kstatus: in progress is Ready=False, Reconciling=True, Stalled=False; done is
+//! Ready=True with the other two False; given up (a [`Reason::is_stalled`] reason) is Ready=False,
+//! Reconciling=False, Stalled=True. Reconciling and Stalled are never both True. A condition's
+//! `lastTransitionTime` moves only when its status flips, and [`same_ignoring_timestamps`] tells the
+//! caller whether a write is needed at all.
+
+use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+use crate::crd::{BoxTableStatus, DeletionPolicy};
+use crate::migrate::{Outcome, Plan, RunPath};
+use crate::plan::target_version;
+use crate::reason::Reason;
+
+mod lock;
+mod messages;
+
+pub use lock::LockObservation;
+use lock::{carried_lock, observed_lock, succeeded_lock, time};
+use messages::{last_run_of, success_message, truncate, version_text, waiting_message};
+
+/// The kstatus condition that says the table is at its target version.
+pub const READY: &str = "Ready";
+/// The kstatus condition that says the operator is still working (or retrying).
+pub const RECONCILING: &str = "Reconciling";
+/// The kstatus condition that says the operator gave up until something changes.
+pub const STALLED: &str = "Stalled";
+
+/// Condition messages are cut to this many bytes, so a long error chain cannot bloat the object.
+pub const MAX_MESSAGE_BYTES: usize = 1024;
+
+/// What a pass observed, the only input besides the plan that decides the status.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Observed {
+    /// Another session holds the advisory lock; the operator is polling. In progress.
+    Waiting(LockObservation),
+    /// The lock is held and the migration transaction is running. In progress.
+    Migrating(LockObservation),
+    /// The run finished: the table is at its target version. Done.
+    Succeeded(Outcome),
+    /// The pass failed. In progress (retried) unless `reason.is_stalled()`, then given up.
+    Failed {
+        /// The bounded reason.
+        reason: Reason,
+        /// What happened, without secrets (an error chain from `report::chain`).
+        message: String,
+        /// What happened to the lock, if the pass got that far.
+        lock: Option<LockObservation>,
+    },
+    /// `suspend: true`: the table was looked at, nothing was changed.
+    Suspended {
+        /// The version found (`None` when the table does not exist).
+        applied_version: Option<u32>,
+    },
+    /// The object is being deleted and its finalizer is running. In progress.
+    Deleting {
+        /// What deletion does to the table.
+        policy: DeletionPolicy,
+    },
+    /// Another BoxTable (`namespace/name`) already manages the same table. Given up.
+    Conflict {
+        /// The BoxTable that owns the table.
+        other: String,
+    },
+}
+
+/// How the three kstatus conditions read for one status.
+struct Verdict {
+    ready: bool,
+    reconciling: bool,
+    stalled: bool,
+    reason: Reason,
+    message: String,
+}
+
+/// Computes the status to write after a pass.
+///
+/// `plan` is `None` when the spec could not be planned (then the table, versions and lock are
+/// carried over from `previous`). Everything not decided by this pass is carried over from
+/// `previous`; timestamps that did not change keep their old value.
+pub fn desired_status(
+    previous: Option<&BoxTableStatus>,
+    generation: i64,
+    plan: Option<&Plan>,
+    observed: &Observed,
+    now: Timestamp,
+) -> BoxTableStatus {
+    let prev = previous.cloned().unwrap_or_default();
+    let table = plan.map(|p| p.table.to_string()).or(prev.table.clone());
+    let shown = table.clone().unwrap_or_else(|| "the table".to_owned());
+    let mut target = plan.map(target_version).or(prev.target_version);
+    let mut applied = prev.applied_version;
+    let mut last_run = prev.last_run.clone();
+    let mut lock = plan.and_then(|p| carried_lock(p, prev.lock.as_ref()));
+
+    let verdict = match observed {
+        Observed::Waiting(obs) => {
+            lock = plan
+                .map(|p| observed_lock(p, prev.lock.as_ref(), obs))
+                .or(lock);
+            in_progress(
+                Reason::WaitingForLock,
+                waiting_message(plan, obs.holder.as_ref()),
+            )
+        }
+        Observed::Migrating(obs) => {
+            lock = plan
+                .map(|p| observed_lock(p, prev.lock.as_ref(), obs))
+                .or(lock);
+            let message = format!("migrating {shown} to version {}", version_text(target));
+            in_progress(Reason::Migrating, message)
+        }
+        Observed::Succeeded(outcome) => {
+            applied = Some(outcome.to_version);
+            target = Some(outcome.target_version);
+            if let Some(plan) = plan {
+                lock = succeeded_lock(plan, prev.lock.as_ref(), outcome).or(lock);
+            }
+            if outcome.path != RunPath::UpToDate || last_run.is_none() {
+                last_run = Some(last_run_of(outcome));
+            }
+            let (reason, message) = success_message(&shown, outcome);
+            Verdict {
+                ready: true,
+                reconciling: false,
+                stalled: false,
+                reason,
+                message,
+            }
+        }
+        Observed::Failed {
+            reason,
+            message,
+            lock: obs,
+        } => {
+            if let (Some(plan), Some(obs)) = (plan, obs) {
+                lock = Some(observed_lock(plan, prev.lock.as_ref(), obs));
+            }
+            if reason.is_stalled() {
+                stalled(*reason, message.clone())
+            } else {
+                in_progress(*reason, message.clone())
+            }
+        }
+        Observed::Suspended { applied_version } => {
+            applied = *applied_version;
+            let now_at = match applied_version {
+                Some(v) => format!("{shown} is at version {v}"),
+                None => format!("{shown} does not exist"),
+            };
+            Verdict {
+                ready: false,
+                reconciling: false,
+                stalled: false,
+                reason: Reason::Suspended,
+                message: format!("suspended; {now_at}, target {}", version_text(target)),
+            }
+        }
+        Observed::Deleting { policy } => {
+            let message = match policy {
+                DeletionPolicy::Drop => format!("dropping {shown}"),
+                DeletionPolicy::Retain => {
+                    format!("releasing {shown}; deletionPolicy Retain keeps the table")
+                }
+            };
+            in_progress(Reason::Deleting, message)
+        }
+        Observed::Conflict { other } => stalled(
+            Reason::TableConflict,
+            format!("{shown} is already managed by BoxTable {other}"),
+        ),
+    };
+
+    BoxTableStatus {
+        observed_generation: Some(generation),
+        table,
+        applied_version: applied,
+        target_version: target,
+        lock,
+        last_run,
+        conditions: conditions(&verdict, generation, &prev.conditions, now),
+    }
+}
+
+/// Whether two statuses differ only in timestamps (condition transition times, lock and run
+/// times). When they do, the caller skips the write: a write triggers a watch event, and writing
+/// fresh timestamps on every pass makes a loop that never settles.
+pub fn same_ignoring_timestamps(a: &BoxTableStatus, b: &BoxTableStatus) -> bool {
+    without_timestamps(a) == without_timestamps(b)
+}
+
+fn without_timestamps(status: &BoxTableStatus) -> BoxTableStatus {
+    let epoch = Time(Timestamp::UNIX_EPOCH);
+    let mut out = status.clone();
+    for condition in &mut out.conditions {
+        condition.last_transition_time = epoch.clone();
+    }
+    if let Some(lock) = &mut out.lock {
+        lock.last_acquired_time = None;
+        lock.last_released_time = None;
+        if let Some(holder) = &mut lock.holder {
+            holder.since = None;
+        }
+    }
+    if let Some(run) = &mut out.last_run {
+        run.start_time = epoch;
+    }
+    out
+}
+
+fn in_progress(reason: Reason, message: String) -> Verdict {
+    Verdict {
+        ready: false,
+        reconciling: true,
+        stalled: false,
+        reason,
+        message,
+    }
+}
+
+fn stalled(reason: Reason, message: String) -> Verdict {
+    Verdict {
+        ready: false,
+        reconciling: false,
+        stalled: true,
+        reason,
+        message,
+    }
+}
+
+fn conditions(
+    verdict: &Verdict,
+    generation: i64,
+    previous: &[Condition],
+    now: Timestamp,
+) -> Vec<Condition> {
+    let message = truncate(&verdict.message);
+    let reconciling_message = match (verdict.reconciling, verdict.reason) {
+        (true, Reason::WaitingForLock | Reason::Migrating | Reason::Deleting) => message.clone(),
+        (true, _) => truncate(&format!("retrying: {}", verdict.message)),
+        (false, _) => String::new(),
+    };
+    let stalled_message = if verdict.stalled {
+        message.clone()
+    } else {
+        String::new()
+    };
+    [
+        (READY, verdict.ready, message),
+        (RECONCILING, verdict.reconciling, reconciling_message),
+        (STALLED, verdict.stalled, stalled_message),
+    ]
+    .into_iter()
+    .map(|(type_, status, message)| {
+        let status = if status { "True" } else { "False" }.to_owned();
+        let last_transition_time = previous
+            .iter()
+            .find(|c| c.type_ == type_ && c.status == status)
+            .map_or_else(|| time(now), |c| c.last_transition_time.clone());
+        Condition {
+            type_: type_.to_owned(),
+            status,
+            reason: verdict.reason.as_str().to_owned(),
+            message,
+            observed_generation: Some(generation),
+            last_transition_time,
+        }
+    })
+    .collect()
+}

@@ -1,0 +1,284 @@
+//! The operator's Prometheus metrics. Every label comes from a closed set (enums and
+//! [`Reason::as_str`]), never from object names, so cardinality stays bounded.
+
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+use crate::reason::Reason;
+
+/// How a reconcile pass ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ReconcileResult {
+    /// Ready: nothing left to do until the next resync.
+    Success,
+    /// Failed and will be retried with backoff.
+    Retry,
+    /// Failed and given up on until something changes.
+    Stalled,
+}
+
+/// How one advisory-lock wait ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LockOutcome {
+    /// The lock was taken.
+    Acquired,
+    /// The wait reached its timeout.
+    TimedOut,
+    /// The session no longer held the lock at release.
+    Lost,
+    /// Shutdown abandoned the wait.
+    Cancelled,
+}
+
+/// Which kind of box table a migration touched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BoxLabel {
+    /// An outbox.
+    Outbox,
+    /// An inbox.
+    Inbox,
+}
+
+impl ReconcileResult {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReconcileResult::Success => "success",
+            ReconcileResult::Retry => "retry",
+            ReconcileResult::Stalled => "stalled",
+        }
+    }
+}
+
+impl LockOutcome {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LockOutcome::Acquired => "acquired",
+            LockOutcome::TimedOut => "timed_out",
+            LockOutcome::Lost => "lost",
+            LockOutcome::Cancelled => "cancelled",
+        }
+    }
+}
+
+impl BoxLabel {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BoxLabel::Outbox => "outbox",
+            BoxLabel::Inbox => "inbox",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ResultLabels {
+    result: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct OutcomeLabels {
+    outcome: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct BoxLabels {
+    r#box: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ReasonLabels {
+    reason: &'static str,
+}
+
+/// The registry and every `boxtable_` metric. Share it as `Arc<Metrics>`.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    reconciles: Family<ResultLabels, Counter>,
+    reconcile_duration: Histogram,
+    lock_wait: Histogram,
+    lock_outcomes: Family<OutcomeLabels, Counter>,
+    migrations_applied: Family<BoxLabels, Counter>,
+    failures: Family<ReasonLabels, Counter>,
+    in_flight: Gauge,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// Registers every metric under the `boxtable_` prefix, with every label value present at 0
+    /// so dashboards and alerts see the series before the first event.
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("boxtable");
+        let reconciles = Family::<ResultLabels, Counter>::default();
+        let reconcile_duration =
+            Histogram::new([0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0]);
+        let lock_wait = Histogram::new([
+            0.0, 0.1, 0.3, 0.7, 1.5, 3.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
+        ]);
+        let lock_outcomes = Family::<OutcomeLabels, Counter>::default();
+        let migrations_applied = Family::<BoxLabels, Counter>::default();
+        let failures = Family::<ReasonLabels, Counter>::default();
+        let in_flight = Gauge::default();
+        for result in [
+            ReconcileResult::Success,
+            ReconcileResult::Retry,
+            ReconcileResult::Stalled,
+        ] {
+            reconciles
+                .get_or_create(&ResultLabels {
+                    result: result.as_str(),
+                })
+                .inc_by(0);
+        }
+        for outcome in [
+            LockOutcome::Acquired,
+            LockOutcome::TimedOut,
+            LockOutcome::Lost,
+            LockOutcome::Cancelled,
+        ] {
+            lock_outcomes
+                .get_or_create(&OutcomeLabels {
+                    outcome: outcome.as_str(),
+                })
+                .inc_by(0);
+        }
+        for r#box in [BoxLabel::Outbox, BoxLabel::Inbox] {
+            migrations_applied
+                .get_or_create(&BoxLabels {
+                    r#box: r#box.as_str(),
+                })
+                .inc_by(0);
+        }
+        let progress = [
+            Reason::UpToDate,
+            Reason::Migrated,
+            Reason::WaitingForLock,
+            Reason::Migrating,
+        ];
+        for reason in Reason::ALL.into_iter().filter(|r| !progress.contains(r)) {
+            failures
+                .get_or_create(&ReasonLabels {
+                    reason: reason.as_str(),
+                })
+                .inc_by(0);
+        }
+        registry.register(
+            "reconciles",
+            "Reconcile passes by result",
+            reconciles.clone(),
+        );
+        registry.register(
+            "reconcile_duration_seconds",
+            "Duration of one reconcile pass",
+            reconcile_duration.clone(),
+        );
+        registry.register(
+            "lock_wait_seconds",
+            "Time spent waiting for the Brighter migration advisory lock",
+            lock_wait.clone(),
+        );
+        registry.register(
+            "lock_outcomes",
+            "Advisory lock waits by outcome",
+            lock_outcomes.clone(),
+        );
+        registry.register(
+            "migrations_applied",
+            "Schema migration steps applied, by box kind",
+            migrations_applied.clone(),
+        );
+        registry.register("failures", "Failed passes by reason", failures.clone());
+        registry.register(
+            "reconciles_in_flight",
+            "Reconcile passes running now",
+            in_flight.clone(),
+        );
+        Self {
+            registry,
+            reconciles,
+            reconcile_duration,
+            lock_wait,
+            lock_outcomes,
+            migrations_applied,
+            failures,
+            in_flight,
+        }
+    }
+
+    /// Counts one reconcile pass and observes its duration.
+    pub fn record_reconcile(&self, result: ReconcileResult, duration: Duration) {
+        self.reconciles
+            .get_or_create(&ResultLabels {
+                result: result.as_str(),
+            })
+            .inc();
+        self.reconcile_duration.observe(duration.as_secs_f64());
+    }
+
+    /// Counts a failure by its bounded reason.
+    pub fn record_failure(&self, reason: Reason) {
+        self.failures
+            .get_or_create(&ReasonLabels {
+                reason: reason.as_str(),
+            })
+            .inc();
+    }
+
+    /// Counts how a lock wait ended and observes how long it waited.
+    pub fn record_lock(&self, outcome: LockOutcome, waited: Duration) {
+        self.lock_outcomes
+            .get_or_create(&OutcomeLabels {
+                outcome: outcome.as_str(),
+            })
+            .inc();
+        self.lock_wait.observe(waited.as_secs_f64());
+    }
+
+    /// Counts `steps` migration steps applied to a box of kind `kind`.
+    pub fn record_migrations(&self, kind: BoxLabel, steps: u64) {
+        self.migrations_applied
+            .get_or_create(&BoxLabels {
+                r#box: kind.as_str(),
+            })
+            .inc_by(steps);
+    }
+
+    /// Marks a reconcile pass as running until the returned guard drops.
+    pub fn reconcile_started(&self) -> InFlight {
+        self.in_flight.inc();
+        InFlight(self.in_flight.clone())
+    }
+
+    /// The metrics in the Prometheus/OpenMetrics text format.
+    ///
+    /// # Errors
+    /// Only if formatting into a `String` fails.
+    pub fn encode(&self) -> Result<String, std::fmt::Error> {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)?;
+        Ok(out)
+    }
+}
+
+/// Decrements the in-flight gauge when dropped.
+#[derive(Debug)]
+pub struct InFlight(Gauge);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}

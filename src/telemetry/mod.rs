@@ -1,0 +1,89 @@
+//! Logging, Prometheus metrics and the health endpoints (`/metrics`, `/healthz`, `/readyz`).
+
+mod metrics;
+mod server;
+
+pub use metrics::{BoxLabel, LockOutcome, Metrics, ReconcileResult};
+pub use server::{Readiness, TelemetryServer, serve};
+
+use std::str::FromStr;
+use tracing_subscriber::EnvFilter;
+
+/// Why telemetry could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum TelemetryError {
+    /// `RUST_LOG` is not a valid filter.
+    #[error("parsing RUST_LOG failed")]
+    LogFilter(#[source] tracing_subscriber::filter::ParseError),
+    /// A global subscriber was already installed.
+    #[error("installing the log subscriber failed")]
+    InstallLogger(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The metrics and health address could not be bound.
+    #[error("binding the metrics and health server to {addr} failed")]
+    Bind {
+        /// The requested address.
+        addr: std::net::SocketAddr,
+        /// The socket error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The metrics and health server stopped with an error.
+    #[error("serving metrics and health failed")]
+    Serve(#[source] std::io::Error),
+    /// A `--log-format` value other than `text` or `json`.
+    #[error("unknown log format: expected text or json")]
+    UnknownLogFormat,
+}
+
+/// How log lines are written (to stderr, keeping stdout for command output).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+impl FromStr for LogFormat {
+    type Err = TelemetryError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.to_ascii_lowercase().as_str() {
+            "text" => Ok(LogFormat::Text),
+            "json" => Ok(LogFormat::Json),
+            _ => Err(TelemetryError::UnknownLogFormat),
+        }
+    }
+}
+
+/// The filter from `RUST_LOG`, or `info` when it is unset or empty.
+///
+/// # Errors
+/// [`TelemetryError::LogFilter`] when `RUST_LOG` does not parse.
+pub fn log_filter() -> Result<EnvFilter, TelemetryError> {
+    match std::env::var("RUST_LOG") {
+        Ok(spec) if !spec.trim().is_empty() => {
+            EnvFilter::try_new(spec).map_err(TelemetryError::LogFilter)
+        }
+        _ => Ok(EnvFilter::new("info")),
+    }
+}
+
+/// Installs the global log subscriber: `format` lines on stderr, level from `RUST_LOG`
+/// (default `info`).
+///
+/// # Errors
+/// [`TelemetryError::LogFilter`] for a bad `RUST_LOG`; [`TelemetryError::InstallLogger`] when a
+/// subscriber is already installed.
+pub fn init_logging(format: LogFormat) -> Result<(), TelemetryError> {
+    let filter = log_filter()?;
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    }
+    .map_err(TelemetryError::InstallLogger)
+}

@@ -1,0 +1,262 @@
+//! Failures: each is a clear error with the right reason, and leaves the database as it was.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod migrate_support;
+mod support;
+
+use std::time::Duration;
+
+use boxtable_operator::migrate::{Payload, RunError};
+use boxtable_operator::reason::Reason;
+use migrate_support::*;
+
+#[tokio::test]
+async fn history_newer_than_the_catalog_is_refused_naming_both_versions() {
+    let db = support::fresh_db().await;
+    let client = db.connect().await;
+    outbox_at(&client, "public.outbox", 7, 0).await;
+    write_history(
+        &client,
+        "public",
+        "public",
+        "outbox",
+        9,
+        "from a newer brighter",
+    )
+    .await;
+
+    let err = fails_without_change(&db, &outbox("Outbox").build()).await;
+
+    assert_eq!(err.reason(), Reason::UnknownSchemaVersion);
+    let text = err.to_string();
+    assert!(text.contains("V9") && text.contains("V8"), "{text}");
+}
+
+#[tokio::test]
+async fn a_table_without_headerbag_is_not_a_brighter_outbox() {
+    let db = support::fresh_db().await;
+    let client = db.connect().await;
+    client
+        .batch_execute("CREATE TABLE public.outbox (id int, body text)")
+        .await
+        .unwrap();
+
+    let err = fails_without_change(&db, &outbox("Outbox").build()).await;
+
+    assert_eq!(err.reason(), Reason::NotABrighterTable);
+    assert_eq!(
+        err.to_string(),
+        "table public.outbox is not a brighter outbox: it has no headerbag column"
+    );
+}
+
+#[tokio::test]
+async fn a_table_missing_v1_columns_matches_no_known_version() {
+    let db = support::fresh_db().await;
+    let client = db.connect().await;
+    client
+        .batch_execute("CREATE TABLE public.inbox (commandbody text, commandid text)")
+        .await
+        .unwrap();
+
+    let err = fails_without_change(&db, &inbox("Inbox").build()).await;
+
+    assert_eq!(err.reason(), Reason::UnknownSchemaVersion);
+    assert!(err.to_string().contains("commandtype"), "{err}");
+}
+
+#[tokio::test]
+async fn a_text_outbox_asked_as_binary_is_a_payload_mismatch() {
+    let db = support::fresh_db().await;
+    let client = db.connect().await;
+    outbox_at(&client, "public.outbox", 3, 0).await;
+
+    let err = fails_without_change(&db, &outbox("Outbox").binary().build()).await;
+
+    assert_eq!(err.reason(), Reason::PayloadMismatch);
+    let text = err.to_string();
+    assert!(
+        text.contains("is text") && text.contains("Binary") && text.contains("bytea"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn a_binary_outbox_asked_as_text_is_a_payload_mismatch_even_with_history() {
+    let db = support::fresh_db().await;
+    run(&db, &outbox("Outbox").binary().build()).await.unwrap();
+
+    let err = fails_without_change(&db, &outbox("Outbox").build()).await;
+
+    assert_eq!(err.reason(), Reason::PayloadMismatch);
+    assert!(err.to_string().contains("is bytea"), "{err}");
+}
+
+#[tokio::test]
+async fn a_json_inbox_asked_as_jsonb_is_a_payload_mismatch() {
+    let db = support::fresh_db().await;
+    run(&db, &inbox("Inbox").payload(Payload::Json).build())
+        .await
+        .unwrap();
+
+    let err = fails_without_change(&db, &inbox("Inbox").payload(Payload::Jsonb).build()).await;
+
+    assert_eq!(err.reason(), Reason::PayloadMismatch);
+    let text = err.to_string();
+    assert!(
+        text.contains("is json ") && text.contains("Jsonb"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn a_missing_schema_is_reported_and_not_created() {
+    let db = support::fresh_db().await;
+
+    let err = fails_without_change(&db, &outbox("Outbox").in_schema("nowhere").build()).await;
+
+    assert_eq!(err.reason(), Reason::SchemaNotFound);
+    assert!(err.to_string().contains("does not create schemas"), "{err}");
+    let per_schema = fails_without_change(
+        &db,
+        &outbox("Outbox").in_schema("nowhere").per_schema().build(),
+    )
+    .await;
+    assert_eq!(per_schema.reason(), Reason::SchemaNotFound);
+}
+
+#[tokio::test]
+async fn a_table_dropped_while_its_history_remains_says_how_to_fix_it() {
+    let db = support::fresh_db().await;
+    let client = db.connect().await;
+    run(&db, &outbox("Outbox").build()).await.unwrap();
+    client
+        .batch_execute("DROP TABLE public.outbox")
+        .await
+        .unwrap();
+
+    let err = fails_without_change(&db, &outbox("Outbox").build()).await;
+
+    assert_eq!(err.reason(), Reason::TableMissing);
+    let text = err.to_string();
+    assert!(
+        text.contains("delete those history rows or recreate the table"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn a_target_beyond_the_catalog_is_an_invalid_plan() {
+    let db = support::fresh_db().await;
+
+    let err = fails_without_change(&db, &outbox("Outbox").target(9).build()).await;
+
+    assert_eq!(err.reason(), Reason::InvalidSpec);
+}
+
+/// Makes every `CREATE INDEX` fail, so the V8 step fails after V3..V7 have run.
+const BLOCK_CREATE_INDEX: &str = "
+  CREATE FUNCTION block_create_index() RETURNS event_trigger LANGUAGE plpgsql AS $$
+  BEGIN RAISE EXCEPTION 'index creation blocked by the test'; END $$;
+  CREATE EVENT TRIGGER block_create_index ON ddl_command_start WHEN TAG IN ('CREATE INDEX')
+    EXECUTE FUNCTION block_create_index();";
+
+#[tokio::test]
+async fn a_step_failing_midway_rolls_back_everything_including_the_history_table() {
+    let db = support::fresh_db().await;
+    let client = db.connect().await;
+    outbox_at(&client, "public.outbox", 2, 2).await;
+    client.batch_execute(BLOCK_CREATE_INDEX).await.unwrap();
+
+    let err = fails_without_change(&db, &outbox("Outbox").build()).await;
+
+    match &err {
+        RunError::MigrationFailed {
+            version,
+            description,
+            ..
+        } => {
+            assert_eq!(
+                (*version, description.as_str()),
+                (8, "Add causationid column and replay index")
+            );
+        }
+        other => panic!("expected MigrationFailed, got {}", other.chain()),
+    }
+    assert_eq!(err.reason(), Reason::MigrationFailed);
+    assert!(
+        err.chain().contains("index creation blocked by the test"),
+        "{}",
+        err.chain()
+    );
+    assert!(!history_exists(&client, "public").await);
+    let names: Vec<String> = columns(&client, "public", "outbox")
+        .await
+        .into_iter()
+        .map(|c| c.0)
+        .collect();
+    assert!(
+        !names.contains(&"correlationid".to_owned()),
+        "V3 rolled back: {names:?}"
+    );
+
+    client
+        .batch_execute("DROP EVENT TRIGGER block_create_index")
+        .await
+        .unwrap();
+    let outcome = run(&db, &outbox("Outbox").build()).await.unwrap();
+    assert_eq!((outcome.from_version, outcome.to_version), (2, 8));
+}
+
+#[tokio::test]
+async fn a_ddl_lock_timeout_makes_a_step_on_a_busy_table_fail_quickly() {
+    let db = support::fresh_db().await;
+    let client = db.connect().await;
+    outbox_at(&client, "public.outbox", 6, 1).await;
+    let busy = db.connect().await;
+    busy.batch_execute("BEGIN; LOCK TABLE public.outbox IN ACCESS SHARE MODE")
+        .await
+        .unwrap();
+    let plan = outbox("Outbox")
+        .ddl_lock_timeout(Duration::from_millis(200))
+        .build();
+
+    let err = tokio::time::timeout(Duration::from_secs(20), run(&db, &plan))
+        .await
+        .expect("the step must not wait for the table lock")
+        .unwrap_err();
+
+    assert!(
+        matches!(err, RunError::MigrationFailed { version: 7, .. }),
+        "{}",
+        err.chain()
+    );
+    assert!(err.chain().contains("55P03"), "{}", err.chain());
+    busy.batch_execute("ROLLBACK").await.unwrap();
+    assert_eq!(advisory_locks(&client).await, 0);
+    assert!(!history_exists(&client, "public").await);
+}
+
+#[tokio::test]
+async fn a_statement_timeout_fails_the_step_and_rolls_back() {
+    let db = support::fresh_db().await;
+    let client = db.connect().await;
+    outbox_at(&client, "public.outbox", 6, 1).await;
+    let busy = db.connect().await;
+    busy.batch_execute("BEGIN; LOCK TABLE public.outbox IN ACCESS SHARE MODE")
+        .await
+        .unwrap();
+    let plan = outbox("Outbox")
+        .statement_timeout(Duration::from_millis(300))
+        .build();
+
+    let err = tokio::time::timeout(Duration::from_secs(20), run(&db, &plan))
+        .await
+        .expect("the statement timeout must end the step")
+        .unwrap_err();
+
+    assert_eq!(err.reason(), Reason::MigrationFailed);
+    assert!(err.chain().contains("57014"), "{}", err.chain());
+    busy.batch_execute("ROLLBACK").await.unwrap();
+    assert!(!history_exists(&client, "public").await);
+}

@@ -1,0 +1,207 @@
+//! The advisory lock around a run: concurrent runners, a lock held elsewhere, and cancellation.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod migrate_support;
+mod support;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use boxtable_operator::lock::{LockError, LockIdentity};
+use boxtable_operator::migrate::{self, RunError, RunPath};
+use boxtable_operator::reason::Reason;
+use migrate_support::*;
+use tokio_util::sync::CancellationToken;
+
+#[tokio::test]
+async fn eight_runners_at_once_create_the_table_once_and_leave_no_lock() {
+    let db = Arc::new(support::fresh_db().await);
+    let plan = outbox("Outbox").build();
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let (db, plan) = (db.clone(), plan.clone());
+        tasks.push(tokio::spawn(async move { run(&db, &plan).await }));
+    }
+    let mut paths = Vec::new();
+    for task in tasks {
+        paths.push(task.await.unwrap().unwrap().path);
+    }
+
+    assert_eq!(
+        paths.iter().filter(|p| **p == RunPath::Fresh).count(),
+        1,
+        "{paths:?}"
+    );
+    assert_eq!(
+        paths.iter().filter(|p| **p == RunPath::UpToDate).count(),
+        7,
+        "{paths:?}"
+    );
+    let client = db.connect().await;
+    assert_eq!(
+        history_versions(&client, "public").await,
+        [(8, "fresh install at V8".to_owned())]
+    );
+    assert_eq!(advisory_locks(&client).await, 0);
+}
+
+#[tokio::test]
+async fn eight_runners_on_eight_tables_in_eight_schemas_race_to_create_one_history_table() {
+    let db = Arc::new(support::fresh_db().await);
+    let client = db.connect().await;
+    let mut tasks = Vec::new();
+    for i in 0..8 {
+        client
+            .batch_execute(&format!("CREATE SCHEMA s{i}"))
+            .await
+            .unwrap();
+        let plan = outbox("Outbox").in_schema(&format!("s{i}")).build();
+        let db = db.clone();
+        tasks.push(tokio::spawn(async move { run(&db, &plan).await }));
+    }
+    for task in tasks {
+        assert_eq!(task.await.unwrap().unwrap().path, RunPath::Fresh);
+    }
+
+    assert_eq!(history(&client, "public").await.len(), 8);
+    assert_eq!(advisory_locks(&client).await, 0);
+}
+
+#[tokio::test]
+async fn a_lock_held_by_another_session_times_out_naming_the_holder_and_changes_nothing() {
+    let db = support::fresh_db().await;
+    let client = db.connect().await;
+    let holder = db.connect().await;
+    let plan = outbox("Outbox")
+        .lock_timeout(Duration::from_millis(300))
+        .build();
+    let key = LockIdentity::for_table(&plan.table).key();
+    holder
+        .query_one("SELECT pg_advisory_lock($1)", &[&key])
+        .await
+        .unwrap();
+    let holder_pid: i32 = holder
+        .query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let before = snapshot(&client).await;
+    let seen = Arc::new(Mutex::new(None));
+
+    let mut session = session(&db).await;
+    let seen_by_callback = seen.clone();
+    let err = migrate::run(&mut session, &plan, &CancellationToken::new(), move |h| {
+        *seen_by_callback.lock().unwrap() = Some(h.map(|h| h.pid));
+    })
+    .await
+    .unwrap_err();
+
+    assert_eq!(err.reason(), Reason::LockTimeout);
+    let RunError::Lock(lock) = &err else {
+        panic!("expected a lock error, got {}", err.chain())
+    };
+    let LockError::Timeout {
+        holder: Some(h), ..
+    } = lock.as_ref()
+    else {
+        panic!("expected a lock timeout with a holder, got {}", err.chain())
+    };
+    assert_eq!(h.pid, holder_pid);
+    assert!(
+        err.to_string().contains(&format!("pid {holder_pid}")),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains("BrighterMigration_public.outbox"),
+        "{err}"
+    );
+    assert_eq!(
+        *seen.lock().unwrap(),
+        Some(Some(holder_pid)),
+        "on_waiting saw the holder"
+    );
+    assert_eq!(snapshot(&client).await, before);
+}
+
+#[tokio::test]
+async fn a_run_waits_for_the_holder_and_then_migrates() {
+    let db = support::fresh_db().await;
+    let holder = db.connect().await;
+    let plan = outbox("Outbox")
+        .lock_timeout(Duration::from_secs(20))
+        .build();
+    let key = LockIdentity::for_table(&plan.table).key();
+    holder
+        .query_one("SELECT pg_advisory_lock($1)", &[&key])
+        .await
+        .unwrap();
+    let release = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        holder
+            .query_one("SELECT pg_advisory_unlock($1)", &[&key])
+            .await
+            .unwrap();
+        holder
+    });
+
+    let outcome = run(&db, &plan).await.unwrap();
+
+    assert_eq!(outcome.path, RunPath::Fresh);
+    assert!(outcome.lock.unwrap().attempts > 1);
+    drop(release.await.unwrap());
+}
+
+#[tokio::test]
+async fn cancelling_a_run_mid_statement_rolls_back_and_releases_the_lock() {
+    let db = support::fresh_db().await;
+    let client = db.connect().await;
+    outbox_at(&client, "public.outbox", 6, 1).await;
+    let busy = db.connect().await;
+    busy.batch_execute("BEGIN; LOCK TABLE public.outbox IN ACCESS SHARE MODE")
+        .await
+        .unwrap();
+    let before = snapshot(&client).await;
+    let plan = outbox("Outbox").build();
+    let cancel = CancellationToken::new();
+    let trigger = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        trigger.cancel();
+    });
+
+    let mut session = session(&db).await;
+    let err = tokio::time::timeout(
+        Duration::from_secs(20),
+        migrate::run(&mut session, &plan, &cancel, |_| ()),
+    )
+    .await
+    .expect("cancellation must end the run")
+    .unwrap_err();
+
+    assert_eq!(err.reason(), Reason::Cancelled, "{}", err.chain());
+    let waiting: i64 = client
+        .query_one(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'boxtable-operator-test' \
+             AND wait_event_type = 'Lock'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(waiting, 0, "the server cancelled the blocked statement");
+    assert_eq!(advisory_locks(&client).await, 0);
+    busy.batch_execute("ROLLBACK").await.unwrap();
+    assert_eq!(snapshot(&client).await, before);
+    let alive: i32 = session
+        .client()
+        .query_one("SELECT 1", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(alive, 1, "the session is still usable");
+    assert_eq!(
+        run(&db, &plan).await.unwrap().path,
+        RunPath::Bootstrap,
+        "the next run succeeds"
+    );
+}
