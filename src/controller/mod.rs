@@ -9,6 +9,7 @@ pub mod conflicts;
 pub mod events;
 pub mod leader;
 pub mod reconcile;
+pub mod schedule;
 pub mod secrets;
 
 use std::sync::Arc;
@@ -134,12 +135,15 @@ pub async fn run(
         };
         let controller = Controller::new(boxtables, watcher::Config::default().any_semantic());
         let store = controller.store();
+        let schedule = Arc::new(schedule::Schedule::default());
+        let secret_schedule = schedule.clone();
         let ctx = Arc::new(Context {
             client: client.clone(),
             store: store.clone(),
             recorder: recorder.clone(),
             metrics: metrics.clone(),
             backoff: backoff::Backoff::default(),
+            schedule: schedule.clone(),
             resync: settings.resync,
             instance: settings.instance.clone(),
             shutdown: stop.clone(),
@@ -159,12 +163,14 @@ pub async fn run(
                 move |secret: Secret| {
                     let ns = secret.namespace();
                     let name = secret.name_any();
+                    tracing::debug!(secret = %name, "secret changed");
                     store
                         .state()
                         .into_iter()
                         .filter(|bt| {
                             bt.namespace() == ns && bt.spec.database.secret_ref.name == name
                         })
+                        .inspect(|bt| secret_schedule.secret_changed(&bt.uid().unwrap_or_default()))
                         .map(|bt| ObjectRef::from_obj(&*bt))
                         .collect::<Vec<_>>()
                 },

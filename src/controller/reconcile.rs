@@ -17,6 +17,7 @@ use kube::{Client, ResourceExt};
 use tokio_util::sync::CancellationToken;
 
 use super::backoff::Backoff;
+use super::schedule::Schedule;
 use super::secrets::{self, DatabaseSecret, SecretError};
 use super::{conflicts, events};
 use crate::converge::{self, Target};
@@ -39,6 +40,8 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
     /// Per-object retry timing.
     pub backoff: Backoff,
+    /// When each object is next due (ignores triggers from our own status writes).
+    pub schedule: Arc<Schedule>,
     /// Drift-check interval.
     pub resync: Duration,
     /// This replica's identity.
@@ -203,30 +206,29 @@ impl<'a> Pass<'a> {
         let uid = self.bt.uid().unwrap_or_default();
         let metrics = &self.ctx.metrics;
         let elapsed = self.started.elapsed();
-        let (result, action) = match &observed {
+        let (result, delay) = match &observed {
             Observed::Failed { reason, .. } if !reason.is_stalled() => {
                 metrics.record_failure(*reason);
-                (
-                    ReconcileResult::Retry,
-                    Action::requeue(self.ctx.backoff.on_failure(&uid)),
-                )
+                (ReconcileResult::Retry, self.ctx.backoff.on_failure(&uid))
             }
             Observed::Failed { reason, .. } => {
                 metrics.record_failure(*reason);
                 self.ctx.backoff.on_success(&uid);
-                (ReconcileResult::Stalled, Action::requeue(self.ctx.resync))
+                (ReconcileResult::Stalled, self.ctx.resync)
             }
             Observed::Conflict { .. } => {
                 metrics.record_failure(Reason::TableConflict);
-                (ReconcileResult::Stalled, Action::requeue(self.ctx.resync))
+                (ReconcileResult::Stalled, self.ctx.resync)
             }
             _ => {
                 self.ctx.backoff.on_success(&uid);
-                (ReconcileResult::Success, Action::requeue(self.ctx.resync))
+                (ReconcileResult::Success, self.ctx.resync)
             }
         };
         metrics.record_reconcile(result, elapsed);
-        Ok(action)
+        let generation = self.bt.metadata.generation.unwrap_or(0);
+        self.ctx.schedule.record(&uid, generation, delay);
+        Ok(Action::requeue(delay))
     }
 }
 
@@ -269,6 +271,14 @@ async fn apply(
     ctx: &Context,
     api: &Api<BoxTable>,
 ) -> Result<Action, ReconcileError> {
+    let uid = bt.uid().unwrap_or_default();
+    if let Some(wait) = ctx
+        .schedule
+        .not_due(&uid, bt.metadata.generation.unwrap_or(0))
+    {
+        tracing::debug!(due_in = ?wait, "not due: no spec or secret change since the last pass");
+        return Ok(Action::requeue(wait));
+    }
     let pass = Pass::new(bt, ctx, api);
     let plan = match crate::plan::plan(&bt.spec) {
         Ok(plan) => plan,

@@ -57,16 +57,19 @@ impl FromStr for LogFormat {
     }
 }
 
-/// The filter from `RUST_LOG`, or `info` when it is unset or empty.
+/// The filter when `RUST_LOG` is unset: info, without the driver's per-statement NOTICEs.
+pub const DEFAULT_LOG_FILTER: &str = "info,tokio_postgres=warn";
+
+/// The log filter from `RUST_LOG`, else [`DEFAULT_LOG_FILTER`].
 ///
 /// # Errors
-/// [`TelemetryError::LogFilter`] when `RUST_LOG` does not parse.
+/// [`TelemetryError::LogFilter`] when `RUST_LOG` cannot be parsed.
 pub fn log_filter() -> Result<EnvFilter, TelemetryError> {
     match std::env::var("RUST_LOG") {
         Ok(spec) if !spec.trim().is_empty() => {
             EnvFilter::try_new(spec).map_err(TelemetryError::LogFilter)
         }
-        _ => Ok(EnvFilter::new("info")),
+        _ => Ok(EnvFilter::new(DEFAULT_LOG_FILTER)),
     }
 }
 
