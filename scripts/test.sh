@@ -6,6 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/pg.sh
 
+# PostgreSQL server binaries (also used to start private clusters for restart and replica
+# scenarios) and PgBouncer (pooler scenarios); installed with apt when missing and run as root.
+scripts/reliability.sh --install
 if [ -z "${DATABASE_URL:-}" ]; then
   pg_start
 fi

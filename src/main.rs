@@ -56,6 +56,9 @@ struct RunArgs {
     /// Drift-check interval for Ready tables, and retry interval for stalled ones (e.g. 5m).
     #[arg(long, default_value = "5m", value_parser = parse_interval)]
     resync_interval: Duration,
+    /// First retry delay after a transient failure; doubles per failure up to 5m, with jitter.
+    #[arg(long, default_value = "5s", value_parser = parse_retry_base)]
+    retry_backoff: Duration,
     /// Take the coordination.k8s.io Lease `boxtable-operator` before reconciling.
     #[arg(long)]
     leader_election: bool,
@@ -110,6 +113,14 @@ fn parse_interval(text: &str) -> Result<Duration, String> {
     match duration::parse_duration(text) {
         Ok(d) if d >= Duration::from_secs(1) => Ok(d),
         Ok(_) => Err("must be at least 1s".to_owned()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+fn parse_retry_base(text: &str) -> Result<Duration, String> {
+    match duration::parse_duration(text) {
+        Ok(d) if d >= Duration::from_millis(10) => Ok(d),
+        Ok(_) => Err("must be at least 10ms".to_owned()),
         Err(e) => Err(e.to_string()),
     }
 }
@@ -205,6 +216,7 @@ async fn run(args: RunArgs) -> ExitCode {
         namespaces: args.namespaces.clone(),
         concurrency: args.concurrency.max(1),
         resync: args.resync_interval,
+        retry_base: args.retry_backoff,
         instance,
         leader_election_namespace: args.leader_election.then(|| {
             args.leader_election_namespace

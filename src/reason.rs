@@ -51,13 +51,15 @@ pub enum Reason {
     Deleting,
     /// Deletion with `deletionPolicy: Drop` failed.
     DropFailed,
+    /// The table and its history rows were dropped (`deletionPolicy: Drop`).
+    Dropped,
     /// The run was cancelled by shutdown.
     Cancelled,
 }
 
 impl Reason {
     /// Every reason, for tests and for pre-registering metric labels.
-    pub const ALL: [Reason; 24] = [
+    pub const ALL: [Reason; 25] = [
         Reason::UpToDate,
         Reason::Migrated,
         Reason::WaitingForLock,
@@ -81,6 +83,7 @@ impl Reason {
         Reason::Suspended,
         Reason::Deleting,
         Reason::DropFailed,
+        Reason::Dropped,
         Reason::Cancelled,
     ];
 
@@ -110,6 +113,7 @@ impl Reason {
             Reason::Suspended => "Suspended",
             Reason::Deleting => "Deleting",
             Reason::DropFailed => "DropFailed",
+            Reason::Dropped => "Dropped",
             Reason::Cancelled => "Cancelled",
         }
     }

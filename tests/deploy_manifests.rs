@@ -700,9 +700,26 @@ fn the_servicemonitor_component_scrapes_the_metrics_service() {
     assert_eq!(endpoint["path"], "/metrics");
 }
 
-/// The objects of `examples/`, as `kubectl apply -k examples/` would send them.
+/// The objects of `examples/`, in the order `kubectl apply -f examples/` sends them (file name
+/// order, so the namespace and the Secret come first).
 fn examples() -> Vec<Json> {
-    render(&root().join("examples"))
+    let dir = root().join("examples");
+    let mut files: Vec<_> = fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    files.sort();
+    files
+        .iter()
+        .flat_map(|path| {
+            let text = fs::read_to_string(path).unwrap();
+            serde_yaml::Deserializer::from_str(&text)
+                .map(|doc| Json::deserialize(doc).expect("example is YAML"))
+                .filter(|doc| !doc.is_null())
+                .collect::<Vec<_>>()
+        })
+        .collect()
 }
 
 /// The generated CRD's schema for `spec` of v1alpha1.

@@ -492,22 +492,53 @@ fn a_changed_reason_or_generation_causes_a_write() {
         &succeeded(RunPath::Normal, 2, 8),
         t(0),
     );
-    let up_to_date = desired_status(
+    let failing = desired_status(
         Some(&migrated),
         1,
         Some(&plan),
-        &succeeded(RunPath::UpToDate, 8, 8),
+        &failed(Reason::ConnectionFailed, "could not open a session"),
         t(0),
     );
-    assert!(!same_ignoring_timestamps(&migrated, &up_to_date));
+    assert!(!same_ignoring_timestamps(&migrated, &failing));
     let next_generation = desired_status(
-        Some(&up_to_date),
+        Some(&migrated),
         2,
         Some(&plan),
         &succeeded(RunPath::UpToDate, 8, 8),
         t(0),
     );
-    assert!(!same_ignoring_timestamps(&up_to_date, &next_generation));
+    assert!(!same_ignoring_timestamps(&migrated, &next_generation));
+    assert_eq!(
+        ready(&next_generation),
+        ("UpToDate", "public.outbox is at version 8")
+    );
+}
+
+#[test]
+fn a_check_with_nothing_to_do_after_a_migration_keeps_the_status_as_it_was() {
+    let plan = boxtable().plan();
+    let migrated = desired_status(
+        None,
+        1,
+        Some(&plan),
+        &succeeded(RunPath::Normal, 2, 8),
+        t(0),
+    );
+    let mut check = outcome(RunPath::UpToDate, 8, 8);
+    check.started = t(300);
+    check.lock = Some(AcquireReport {
+        attempts: 1,
+        waited: Duration::from_millis(3),
+    });
+    let later = desired_status(
+        Some(&migrated),
+        1,
+        Some(&plan),
+        &Observed::Succeeded(check),
+        t(300),
+    );
+    assert_eq!(ready(&later), ready(&migrated));
+    assert!(same_ignoring_timestamps(&migrated, &later), "{later:?}");
 }
 
 #[test]

@@ -11,14 +11,29 @@ pub const BASE_DELAY: Duration = Duration::from_secs(5);
 pub const MAX_DELAY: Duration = Duration::from_secs(300);
 
 /// Counts consecutive failures per object (keyed by uid) to space out retries.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Backoff {
+    base: Duration,
     failures: Mutex<HashMap<String, u32>>,
 }
 
+impl Default for Backoff {
+    fn default() -> Self {
+        Self::new(BASE_DELAY)
+    }
+}
+
 impl Backoff {
+    /// A backoff whose first retry waits `base` (doubling from there, capped at [`MAX_DELAY`]).
+    pub fn new(base: Duration) -> Self {
+        Self {
+            base,
+            failures: Mutex::default(),
+        }
+    }
+
     /// Records a failure of `uid` and returns how long to wait before the next try:
-    /// 5 s, 10 s, 20 s, ... capped at 5 min, each scaled by a random factor in [0.8, 1.2).
+    /// base, 2 x base, 4 x base, ... capped at 5 min, each scaled by a random factor in [0.8, 1.2).
     pub fn on_failure(&self, uid: &str) -> Duration {
         let n = match self.failures.lock() {
             Ok(mut map) => {
@@ -28,7 +43,7 @@ impl Backoff {
             }
             Err(_) => 1,
         };
-        jitter(delay_for(n), rand::random::<f64>())
+        jitter(delay_for(self.base, n), rand::random::<f64>())
     }
 
     /// Forgets the failures of `uid` after a success.
@@ -48,10 +63,10 @@ impl Backoff {
     }
 }
 
-/// The un-jittered delay after `n` consecutive failures (n >= 1).
-pub fn delay_for(n: u32) -> Duration {
+/// The un-jittered delay after `n` consecutive failures (n >= 1), starting from `base`.
+pub fn delay_for(base: Duration, n: u32) -> Duration {
     let exp = n.saturating_sub(1).min(16);
-    BASE_DELAY.saturating_mul(1 << exp).min(MAX_DELAY)
+    base.saturating_mul(1 << exp).min(MAX_DELAY)
 }
 
 /// Scales `delay` by a factor in [0.8, 1.2) chosen by `unit` in [0, 1).
@@ -65,7 +80,9 @@ mod tests {
 
     #[test]
     fn delays_double_from_five_seconds_up_to_five_minutes() {
-        let secs: Vec<u64> = (1..=8).map(|n| delay_for(n).as_secs()).collect();
+        let secs: Vec<u64> = (1..=8)
+            .map(|n| delay_for(BASE_DELAY, n).as_secs())
+            .collect();
         assert_eq!(secs, vec![5, 10, 20, 40, 80, 160, 300, 300]);
     }
 

@@ -43,6 +43,8 @@ pub struct Settings {
     pub concurrency: u16,
     /// Drift check interval for Ready tables (and retry interval for stalled ones).
     pub resync: Duration,
+    /// First retry delay after a transient failure (doubling per failure, capped at 5 min).
+    pub retry_base: Duration,
     /// This replica's identity (pod name) for events and leader election.
     pub instance: String,
     /// The namespace holding the leader-election Lease; `None` disables leader election.
@@ -142,7 +144,7 @@ pub async fn run(
             store: store.clone(),
             recorder: recorder.clone(),
             metrics: metrics.clone(),
-            backoff: backoff::Backoff::default(),
+            backoff: backoff::Backoff::new(settings.retry_base),
             schedule: schedule.clone(),
             resync: settings.resync,
             instance: settings.instance.clone(),

@@ -391,6 +391,21 @@ async fn cleanup(
     ctx: &Context,
     api: &Api<BoxTable>,
 ) -> Result<Action, ReconcileError> {
+    let result = cleanup_table(bt, ctx, api).await;
+    if result.is_ok() {
+        // The finalizer is about to be removed: forget the object's schedule and failures.
+        let uid = bt.uid().unwrap_or_default();
+        ctx.schedule.forget(&uid);
+        ctx.backoff.on_success(&uid);
+    }
+    result
+}
+
+async fn cleanup_table(
+    bt: &BoxTable,
+    ctx: &Context,
+    api: &Api<BoxTable>,
+) -> Result<Action, ReconcileError> {
     if bt.spec.deletion_policy == DeletionPolicy::Retain {
         return Ok(Action::await_change());
     }
@@ -455,7 +470,7 @@ async fn cleanup(
                 bt,
                 vec![events::Transition {
                     warning: false,
-                    reason: Reason::Deleting.as_str(),
+                    reason: Reason::Dropped.as_str(),
                     action: "Drop",
                     note,
                 }],

@@ -223,8 +223,10 @@ impl Session {
             }
         };
         let connection = spawn(connection);
-        let backend_pid = match client.query_one(BACKEND_PID, &[]).await {
-            Ok(row) => row.try_get::<_, i32>(0),
+        // Unnamed statement, one round trip: works through any pooler, so a pooler can be detected
+        // later instead of failing here on a prepared statement that lives on another backend.
+        let backend_pid = match client.query_typed(BACKEND_PID, &[]).await {
+            Ok(rows) => rows.first().map_or(Ok(0), |row| row.try_get::<_, i32>(0)),
             Err(source) => Err(source),
         }
         .map_err(|source| ConnectError::BackendPid {

@@ -12,6 +12,16 @@ pub const SQLSTATE_SCHEMA_NOT_FOUND: &str = "3F000";
 /// SQLSTATE `read_only_sql_transaction` (a hot standby, or `default_transaction_read_only`).
 pub const SQLSTATE_READ_ONLY: &str = "25006";
 
+/// SQLSTATEs that end the session: `admin_shutdown` (`pg_terminate_backend`, a fast shutdown),
+/// `crash_shutdown` and `cannot_connect_now`; and class 08, connection exceptions.
+const SESSION_ENDING_SQLSTATES: [&str; 3] = ["57P01", "57P02", "57P03"];
+
+/// Whether `source` means the session is gone (so a step did not fail on its own merits).
+fn is_session_lost(source: &tokio_postgres::Error, code: Option<&str>) -> bool {
+    source.is_closed()
+        || code.is_some_and(|c| SESSION_ENDING_SQLSTATES.contains(&c) || c.starts_with("08"))
+}
+
 /// A failed run. Messages are lowercase and never repeat their source; log with [`RunError::chain`].
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
@@ -144,6 +154,20 @@ pub enum RunError {
         #[source]
         source: tokio_postgres::Error,
     },
+    /// The session ended under the run: terminated by another backend, a server shutdown or restart,
+    /// or a broken connection. The server rolled back the transaction and freed the lock.
+    #[error(
+        "the session was lost while {operation} for {table}; the server rolled back the transaction and freed the advisory lock"
+    )]
+    SessionLost {
+        /// What was being done.
+        operation: &'static str,
+        /// The table.
+        table: String,
+        /// The driver or database error.
+        #[source]
+        source: tokio_postgres::Error,
+    },
     /// Shutdown cancelled the run; everything was rolled back.
     #[error("migration of {table} was cancelled and rolled back")]
     Cancelled {
@@ -174,9 +198,10 @@ impl RunError {
             RunError::PermissionDenied { .. } => Reason::PermissionDenied,
             RunError::ReadOnlyDatabase { .. } => Reason::ReadOnlyDatabase,
             RunError::Cancelled { .. } => Reason::Cancelled,
+            RunError::SessionLost { .. } => Reason::ConnectionFailed,
             RunError::Lock(lock) => match lock.as_ref() {
                 LockError::Timeout { .. } => Reason::LockTimeout,
-                LockError::Lost { .. } => Reason::LockLost,
+                LockError::Lost { .. } | LockError::BackendChanged { .. } => Reason::LockLost,
                 LockError::Cancelled { .. } => Reason::Cancelled,
                 LockError::Query { .. } | LockError::NullResult { .. } => Reason::ConnectionFailed,
             },
@@ -212,8 +237,8 @@ impl RunError {
         out
     }
 
-    /// Classifies a database error from `operation`: privilege, missing schema and read-only errors
-    /// get their own variants; anything else becomes what `otherwise` builds.
+    /// Classifies a database error from `operation`: a lost session, privilege, missing schema and
+    /// read-only errors get their own variants; anything else becomes what `otherwise` builds.
     pub(crate) fn classify(
         source: tokio_postgres::Error,
         operation: &'static str,
@@ -221,6 +246,13 @@ impl RunError {
         otherwise: impl FnOnce(tokio_postgres::Error) -> RunError,
     ) -> RunError {
         let code = source.as_db_error().map(|db| db.code().code().to_owned());
+        if is_session_lost(&source, code.as_deref()) {
+            return RunError::SessionLost {
+                operation,
+                table: table.to_string(),
+                source,
+            };
+        }
         match code.as_deref() {
             Some(SQLSTATE_PERMISSION_DENIED) => RunError::PermissionDenied {
                 operation,

@@ -26,7 +26,8 @@ const SET_LOCAL_SQL: &str = "SELECT set_config($1, $2, true)";
 /// `on_waiting` is called once, with the holder when it can be seen, if the lock is found taken.
 ///
 /// # Errors
-/// [`RunError`]: invalid plan, read-only server, lock timeout or loss, detection errors
+/// [`RunError`]: invalid plan, a transaction-mode pooler in between, read-only server, lock
+/// timeout or loss, detection errors
 /// (not a Brighter table, unknown version, table missing, payload mismatch, missing schema),
 /// a failing step ([`RunError::MigrationFailed`]) or [`RunError::Cancelled`]. Nothing partial
 /// survives a failure.
@@ -51,8 +52,22 @@ pub async fn run(
     plan.kind.check_contiguous().map_err(RunError::Catalog)?;
     let session = &*session;
     let client = session.client();
-    ensure_writable(client, plan).await?;
     let identity = LockIdentity::for_table(&plan.table);
+    lock::ensure_direct_session(client, &identity, session.backend_pid())
+        .await
+        .map_err(RunError::from)?;
+    ensure_writable(client, plan).await?;
+    if let Some(at) = up_to_date_without_lock(client, plan, target).await? {
+        return Ok(Outcome {
+            path: super::RunPath::UpToDate,
+            from_version: at,
+            to_version: at,
+            target_version: target,
+            lock: None,
+            started,
+            duration: clock.elapsed(),
+        });
+    }
     let report = lock::acquire(client, &identity, plan.lock_timeout, cancel, on_waiting)
         .await
         .map_err(RunError::from)?;
@@ -73,6 +88,27 @@ pub async fn run(
         started,
         duration: clock.elapsed(),
     })
+}
+
+/// The no-op fast path: when the history already records the target (or more) for an existing
+/// table, there is nothing to change and no reason to take the lock, so a resync of an up-to-date
+/// table costs a few reads instead of lock, transaction and unlock. History rows are committed
+/// together with their DDL, so reading them without the lock never sees a half-applied step.
+/// PerSchema tables always take the locked path, which also seeds their history from `public`.
+async fn up_to_date_without_lock(
+    client: &Client,
+    plan: &Plan,
+    target: u32,
+) -> Result<Option<u32>, RunError> {
+    if plan.history_scope != HistoryScope::Global {
+        return Ok(None);
+    }
+    let facts = read_facts(client, plan, false).await?;
+    let history = HistoryTable::for_table(&plan.table, plan.history_scope);
+    match detect::decide(plan, target, &facts, &history.quoted())? {
+        Decision::UpToDate { at } => Ok(Some(at)),
+        _ => Ok(None),
+    }
 }
 
 /// Refuses a hot standby before the lock is taken.

@@ -158,9 +158,16 @@ pub(super) fn succeeded_lock(
             .and_then(|d| outcome.started.checked_add(d).ok())
             .unwrap_or(outcome.started)
     };
+    // A first try that got the lock is no wait: reporting the try's round trip would change
+    // `waitedMilliseconds` (and rewrite the status) on every otherwise identical resync.
+    let waited = if report.attempts <= 1 {
+        Duration::ZERO
+    } else {
+        report.waited
+    };
     let obs = LockObservation::released(
         report.attempts,
-        report.waited,
+        waited,
         at(report.waited),
         at(outcome.duration),
     );

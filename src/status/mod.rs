@@ -122,7 +122,8 @@ pub fn desired_status(
             if outcome.path != RunPath::UpToDate || last_run.is_none() {
                 last_run = Some(last_run_of(outcome));
             }
-            let (reason, message) = success_message(&shown, outcome);
+            let (reason, message) = kept_ready(&prev, generation, outcome)
+                .unwrap_or_else(|| success_message(&shown, outcome));
             Verdict {
                 ready: true,
                 reconciling: false,
@@ -209,6 +210,30 @@ fn without_timestamps(status: &BoxTableStatus) -> BoxTableStatus {
         run.start_time = epoch;
     }
     out
+}
+
+/// The previous Ready condition's reason and message, when a check that found nothing to do
+/// follows a success for the same generation at the same version: the migration's `Migrated`
+/// stays until something changes, so a no-op resync does not rewrite the status.
+fn kept_ready(
+    prev: &BoxTableStatus,
+    generation: i64,
+    outcome: &Outcome,
+) -> Option<(Reason, String)> {
+    if outcome.path != RunPath::UpToDate
+        || prev.observed_generation != Some(generation)
+        || prev.applied_version != Some(outcome.to_version)
+    {
+        return None;
+    }
+    let ready = prev
+        .conditions
+        .iter()
+        .find(|c| c.type_ == READY && c.status == "True")?;
+    let reason = Reason::ALL
+        .into_iter()
+        .find(|r| r.as_str() == ready.reason)?;
+    Some((reason, ready.message.clone()))
 }
 
 fn in_progress(reason: Reason, message: String) -> Verdict {

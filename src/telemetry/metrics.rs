@@ -167,6 +167,7 @@ impl Metrics {
             Reason::Migrated,
             Reason::WaitingForLock,
             Reason::Migrating,
+            Reason::Dropped,
         ];
         for reason in Reason::ALL.into_iter().filter(|r| !progress.contains(r)) {
             failures

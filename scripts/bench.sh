@@ -1,0 +1,229 @@
+#!/usr/bin/env bash
+# Benchmarks against the floor (plain PostgreSQL) and the peer (sqlx-cli), side by side in one run.
+# Prints one table; BENCHMARKS.md explains every row. Usage: scripts/bench.sh
+#
+# Installs what it needs (PostgreSQL via scripts/pg.sh, python3, sqlx-cli into target/bench-tools,
+# built once and cached), builds release binaries, starts its own throwaway PostgreSQL, and leaves
+# raw results in target/bench-results/*.json.
+#
+# Knobs (environment): BENCH_RUNS (15, items 3 and 5), BENCH_BULK_RUNS (3, item 4),
+# BENCH_CONTENTION_RUNS (5, item 7), BENCH_BOXTABLES (1000, item 6), BENCH_BULK_TABLES (500, item 4),
+# BENCH_PGBENCH_TX (20000, item 2), BENCH_CRITERION_SECS (3, items 1 and 2), SQLX (path to sqlx).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+RUNS=${BENCH_RUNS:-15}
+BULK_RUNS=${BENCH_BULK_RUNS:-3}
+CONTENTION_RUNS=${BENCH_CONTENTION_RUNS:-5}
+BOXTABLES=${BENCH_BOXTABLES:-1000}
+BULK_TABLES=${BENCH_BULK_TABLES:-500}
+PGBENCH_TX=${BENCH_PGBENCH_TX:-20000}
+CRITERION_SECS=${BENCH_CRITERION_SECS:-3}
+W=$ROOT/target/bench-work
+R=$ROOT/target/bench-results
+TOOLS=$ROOT/target/bench-tools
+SQLX=${SQLX:-$TOOLS/bin/sqlx}
+BIN=$ROOT/target/release/boxtable-operator
+LOCALAPI=$ROOT/target/release/boxtable-localapi
+BENCH=$ROOT/scripts/bench
+
+say() { printf '\n== %s\n' "$*" >&2; }
+
+# ---------------------------------------------------------------- tools
+if ! command -v python3 >/dev/null 2>&1; then
+  say "installing python3"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3
+fi
+if [ ! -x "$SQLX" ]; then
+  say "installing sqlx-cli into $TOOLS (one time; several minutes)"
+  cargo install sqlx-cli --no-default-features --features postgres --locked --root "$TOOLS"
+fi
+say "building release binaries"
+cargo build --release --workspace --bins
+
+. scripts/pg.sh
+pg_start
+PSQL="$PG_BIN/psql"
+PGBENCH="$PG_BIN/pgbench"
+[ -x "$PGBENCH" ] || PGBENCH=$(command -v pgbench)
+
+PIDS=()
+cleanup() {
+  local pid
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  pg_stop
+}
+trap cleanup EXIT
+
+rm -rf "$W" "$R"
+mkdir -p "$W" "$R"
+BASE=${DATABASE_URL%/*}
+url() { echo "$BASE/$1"; }
+admin() { "$PSQL" -X -q -v ON_ERROR_STOP=1 -d "$DATABASE_URL" "$@"; }
+recreate() { echo "'$PSQL' -X -q -d '$DATABASE_URL' -c 'DROP DATABASE IF EXISTS $1 WITH (FORCE)' -c 'CREATE DATABASE $1'"; }
+timeit() { python3 "$BENCH/timeit.py" "$@"; }
+
+# The machine, for BENCHMARKS.md.
+python3 - "$R/machine.json" <<EOF
+import json, os, platform, subprocess, sys
+mem = next(l.split()[1] for l in open('/proc/meminfo') if l.startswith('MemTotal'))
+cpu = next((l.split(':', 1)[1].strip() for l in open('/proc/cpuinfo') if l.startswith('model name')), '?')
+pg = subprocess.run(['$PG_BIN/postgres', '--version'], capture_output=True, text=True).stdout.strip()
+sqlx = subprocess.run(['$SQLX', '--version'], capture_output=True, text=True).stdout.strip()
+load = open('/proc/loadavg').read().split()[:3]
+json.dump({'nproc': os.cpu_count(), 'mem_gib': round(int(mem) / 1048576, 1), 'cpu': cpu,
+           'kernel': platform.release(), 'postgres': pg, 'sqlx': sqlx, 'loadavg_at_start': load,
+           'rustc': subprocess.run(['rustc', '--version'], capture_output=True, text=True).stdout.strip()},
+          open(sys.argv[1], 'w'), indent=1)
+EOF
+
+# Shared inputs: the outbox manifest, the same DDL for psql, the same DDL as one sqlx migration.
+cat > "$W/outbox.yaml" <<'EOF'
+apiVersion: brighter.dev/v1alpha1
+kind: BoxTable
+metadata:
+  name: outbox
+spec:
+  box: Outbox
+  table: outbox
+  database:
+    secretRef:
+      name: unused-database-url-given
+EOF
+sed -e '/^--/d' -e 's/@SCHEMA@/public/g' "$BENCH/outbox_v8.sql.in" > "$W/outbox_v8.sql"
+mkdir -p "$W/sqlx-migrations"
+cp "$W/outbox_v8.sql" "$W/sqlx-migrations/20261130000000_outbox_v8.sql"
+MIGRATE="'$BIN' migrate -f '$W/outbox.yaml' --database-url"
+
+# ---------------------------------------------------------------- 1. key derivation
+say "1. key derivation (criterion)"
+cargo bench -q --bench lock_key -- --warm-up-time 1 --measurement-time "$CRITERION_SECS" --noplot >&2
+python3 - "$R/1-key.json" <<'EOF' >&2
+import hashlib, json, sys, timeit
+n = 200000
+t = min(timeit.repeat(
+    "int.from_bytes(sha256(b'74726:' + k.encode()).digest()[:8], 'big', signed=True)",
+    setup="from hashlib import sha256; k = 'BrighterMigration_public.outbox'", number=n, repeat=5))
+json.dump({'python_hashlib_ns': t / n * 1e9}, open(sys.argv[1], 'w'))
+print(f"  python hashlib baseline {t / n * 1e9:.0f} ns/key")
+EOF
+
+# ---------------------------------------------------------------- 2. lock round trip
+say "2. uncontended lock round trip: criterion vs pgbench -M prepared"
+admin -c 'CREATE DATABASE b2'
+cat > "$W/lock.pgbench" <<'EOF'
+\set key -5469556670739463647
+SELECT pg_try_advisory_lock(:key::int8);
+SELECT pg_advisory_unlock(:key::int8);
+EOF
+pgbench_once() {
+  "$PGBENCH" -n -M prepared -c 1 -j 1 -t "$PGBENCH_TX" -f "$W/lock.pgbench" "$(url b2)" 2>/dev/null \
+    | awk '/latency average/ {print $4 * 1000}'
+}
+P1=$(pgbench_once); P2=$(pgbench_once)
+DATABASE_URL=$(url b2) cargo bench -q --bench lock_roundtrip -- --warm-up-time 1 \
+  --measurement-time "$CRITERION_SECS" --noplot >&2
+P3=$(pgbench_once)
+echo "{\"pgbench_us\": [$P1, $P2, $P3]}" > "$R/2-pgbench.json"
+echo "  pgbench -M prepared: $P1 $P2 $P3 us per transaction (lock + unlock)" >&2
+
+# ---------------------------------------------------------------- 5. (first, to check the DDL) no-op
+say "5. no-op run on an up-to-date table: round trips (proxy) and latency"
+admin -c 'CREATE DATABASE b5' -c 'CREATE DATABASE b5s'
+# proxied LABEL DB CMD...: runs CMD with PROXY_URL pointing at DB through pgproxy.py; the proxy's
+# per-connection report goes to $R/5-proxy-LABEL.json.
+proxied() {
+  local label=$1 db=$2 proxy
+  shift 2
+  rm -f "$W/proxy.port"
+  python3 "$BENCH/pgproxy.py" --upstream "127.0.0.1:$PG_PORT" --report "$R/5-proxy-$label.json" \
+    > "$W/proxy.port" &
+  proxy=$!
+  until [ -s "$W/proxy.port" ]; do sleep 0.05; done
+  PROXY_URL="postgres://postgres:${PG_PASSWORD}@127.0.0.1:$(cat "$W/proxy.port")/$db" "$@" >/dev/null
+  kill -TERM "$proxy"
+  wait "$proxy" || true
+}
+run_ours() { "$BIN" migrate -f "$W/outbox.yaml" --database-url "$PROXY_URL"; }
+run_sqlx() { "$SQLX" migrate run --source "$W/sqlx-migrations" --database-url "$PROXY_URL"; }
+proxied ours-fresh b5 run_ours
+proxied ours-noop b5 run_ours
+proxied sqlx-fresh b5s run_sqlx
+proxied sqlx-noop b5s run_sqlx
+cp "$W/outbox_v8.sql" "$R/5-ddl.sql"
+timeit --runs "$RUNS" --json "$R/5-noop.json" \
+  --variant "ours=$MIGRATE '$(url b5)'" \
+  --variant "sqlx=$SQLX migrate run --source '$W/sqlx-migrations' --database-url '$(url b5s)'"
+
+# ---------------------------------------------------------------- 3. one table, process start to exit
+say "3. one table from empty, whole process: migrate vs sqlx migrate run vs psql -f (floor)"
+timeit --runs "$RUNS" --json "$R/3-one.json" --prepare "$(recreate b3)" \
+  --variant "ours=$MIGRATE '$(url b3)'" \
+  --variant "sqlx=$SQLX migrate run --source '$W/sqlx-migrations' --database-url '$(url b3)'" \
+  --variant "psql='$PSQL' -X -q -1 -v ON_ERROR_STOP=1 -d '$(url b3)' -f '$W/outbox_v8.sql'"
+
+# ---------------------------------------------------------------- 4. 500 tables in 500 schemas
+say "4. $BULK_TABLES outbox tables in distinct schemas from empty: migrate -c 1/2/4/8 vs serial psql"
+python3 - "$W" "$BULK_TABLES" "$BENCH/outbox_v8.sql.in" <<'EOF'
+import sys
+w, n, template = sys.argv[1], int(sys.argv[2]), open(sys.argv[3]).read()
+ddl = "\n".join(l for l in template.splitlines() if not l.startswith("--")) + "\n"
+with open(f"{w}/bulk.yaml", "w") as y, open(f"{w}/bulk.sql", "w") as s, open(f"{w}/schemas.sql", "w") as c:
+    for i in range(1, n + 1):
+        schema = f"s{i:04d}"
+        y.write(f"---\napiVersion: brighter.dev/v1alpha1\nkind: BoxTable\nmetadata:\n  name: outbox-{schema}\n"
+                f"spec:\n  box: Outbox\n  schema: {schema}\n  table: outbox\n"
+                f"  database:\n    secretRef:\n      name: unused-database-url-given\n")
+        s.write(ddl.replace("@SCHEMA@", schema))
+        c.write(f"CREATE SCHEMA {schema};\n")
+EOF
+BULK_PREP="$(recreate b4) && '$PSQL' -X -q -v ON_ERROR_STOP=1 -d '$(url b4)' -f '$W/schemas.sql'"
+BULK_CHECK="test \$('$PSQL' -X -tA -d '$(url b4)' -c \"SELECT count(*) FROM pg_tables WHERE tablename = 'outbox'\") -eq $BULK_TABLES"
+timeit --runs "$BULK_RUNS" --json "$R/4-bulk.json" --prepare "$BULK_PREP" \
+  --variant "c1='$BIN' migrate -f '$W/bulk.yaml' --database-url '$(url b4)' --concurrency 1" \
+  --variant "c2='$BIN' migrate -f '$W/bulk.yaml' --database-url '$(url b4)' --concurrency 2" \
+  --variant "c4='$BIN' migrate -f '$W/bulk.yaml' --database-url '$(url b4)' --concurrency 4" \
+  --variant "c8='$BIN' migrate -f '$W/bulk.yaml' --database-url '$(url b4)' --concurrency 8" \
+  --variant "psql='$PSQL' -X -q -v ON_ERROR_STOP=1 -d '$(url b4)' -f '$W/bulk.sql'" \
+  --check "c1=$BULK_CHECK" --check "c4=$BULK_CHECK" --check "psql=$BULK_CHECK"
+
+# ---------------------------------------------------------------- 7. contention
+say "7. contention: 16 migrate processes at once on one fresh table vs one alone"
+cat > "$W/sixteen.sh" <<EOF
+#!/usr/bin/env bash
+set -u
+pids=()
+for i in \$(seq 16); do
+  '$BIN' migrate -f '$W/outbox.yaml' --database-url '$(url b7)' > /dev/null &
+  pids+=(\$!)
+done
+rc=0
+for p in "\${pids[@]}"; do wait "\$p" || rc=1; done
+exit \$rc
+EOF
+chmod +x "$W/sixteen.sh"
+ONE_APPLIED="test \"\$('$PSQL' -X -tA -d '$(url b7)' -c \"SELECT count(*) || ':' || min(\\\"Description\\\") FROM \\\"__BrighterMigrationHistory\\\" WHERE \\\"BoxTableName\\\" = 'outbox'\")\" = '1:fresh install at V8'"
+timeit --runs "$CONTENTION_RUNS" --json "$R/7-contention.json" --prepare "$(recreate b7)" \
+  --variant "single=$MIGRATE '$(url b7)'" \
+  --variant "sixteen=$W/sixteen.sh" \
+  --check "single=$ONE_APPLIED" --check "sixteen=$ONE_APPLIED"
+
+# ---------------------------------------------------------------- 6. controller convergence
+say "6. controller convergence: $BOXTABLES BoxTables on boxtable-localapi until all Ready"
+admin -c 'CREATE DATABASE b6'
+"$LOCALAPI" --crd crds/boxtable.yaml --kubeconfig "$W/kubeconfig" > "$W/localapi.url" 2> "$W/localapi.log" &
+PIDS+=("$!")
+until [ -s "$W/localapi.url" ]; do sleep 0.05; done
+METRICS_PORT=$(pg_free_port)
+KUBECONFIG="$W/kubeconfig" RUST_LOG=${RUST_LOG:-info} "$BIN" run --metrics-addr "127.0.0.1:$METRICS_PORT" \
+  > "$W/operator.log" 2>&1 &
+OPERATOR=$!
+PIDS+=("$OPERATOR")
+python3 "$BENCH/converge.py" --api "$(cat "$W/localapi.url")" --pid "$OPERATOR" \
+  --ready-url "http://127.0.0.1:$METRICS_PORT/readyz" --database-url "$(url b6)" \
+  --count "$BOXTABLES" --json "$R/6-converge.json"
+
+# ---------------------------------------------------------------- the table
+say "results (medians; ratio = ours / baseline; same run, same machine)"
+python3 "$BENCH/report.py" "$R" | tee "$R/table.md"

@@ -1,0 +1,182 @@
+#!/usr/bin/env python3
+"""Prints the one benchmark table (Markdown) from scripts/bench.sh's results directory.
+
+    report.py target/bench-results [target/criterion]
+
+Ratios are ours / baseline from the same run; medians throughout. Missing inputs show as "n/a".
+"""
+import json
+import os
+import statistics
+import sys
+
+R = sys.argv[1]
+CRITERION = sys.argv[2] if len(sys.argv) > 2 else os.path.join(os.path.dirname(R), "criterion")
+ROWS = []
+
+
+def load(name):
+    try:
+        with open(os.path.join(R, name), encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def criterion_ns(group, bench):
+    path = os.path.join(CRITERION, group, bench, "new", "estimates.json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)["median"]["point_estimate"]
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def row(item, what, ours, base, ratio, target, result):
+    ROWS.append((item, what, ours, base, ratio, target, result))
+
+
+def verdict(ok):
+    if ok is None:
+        return "n/a"
+    return "pass" if ok else "**miss**"
+
+
+def ms(s):
+    return f"{s * 1000:.0f} ms" if s < 10 else f"{s:.1f} s"
+
+
+def ratio(a, b):
+    return f"{a / b:.2f}x" if a is not None and b else "n/a"
+
+
+def item1():
+    py = (load("1-key.json") or {}).get("python_hashlib_ns")
+    for bench, what in (
+        ("derive_key", "key derivation: SHA-256 of `74726:`+lockKey → i64"),
+        ("for_table", "lockKey text from a table name + derivation"),
+        ("for_table_hex", "… + 16-digit hex formatting"),
+    ):
+        ns = criterion_ns("lock_key", bench)
+        row(
+            "1",
+            what,
+            f"{ns:.0f} ns" if ns else "n/a",
+            f"{py:.0f} ns (Python hashlib)" if py and bench == "derive_key" else "",
+            ratio(ns, py) if bench == "derive_key" else "",
+            "report ns/key",
+            "reported" if ns else "n/a",
+        )
+
+
+def item2():
+    p = load("2-pgbench.json")
+    pg = statistics.median(p["pgbench_us"]) if p else None
+    api = criterion_ns("lock_roundtrip", "crate_api")
+    typed = criterion_ns("lock_roundtrip", "query_typed")
+    prepared = criterion_ns("lock_roundtrip", "prepared")
+    base = f"{pg:.1f} µs (pgbench -M prepared)" if pg else "n/a"
+    if api:
+        r = api / 1000 / pg if pg else None
+        row("2", "lock round trip (acquire+release, open session): `lock::{acquire,release}`",
+            f"{api / 1000:.1f} µs", base, ratio(api / 1000, pg), "≤ 1.2x", verdict(r is not None and r <= 1.2))
+    for ns, what in ((typed, "… same SQL via `query_typed_one` (suggested fix)"),
+                     (prepared, "… same SQL, statements prepared once")):
+        if ns:
+            row("2", what, f"{ns / 1000:.1f} µs", base, ratio(ns / 1000, pg), "(info)", "")
+
+
+def item3():
+    d = load("3-one.json")
+    if not d:
+        return
+    ours, sqlx, psql = (d[k]["median"] for k in ("ours", "sqlx", "psql"))
+    n = len(d["ours"]["runs"])
+    row("3", f"one outbox V8 from empty, process start→exit (n={n})", ms(ours),
+        f"{ms(sqlx)} (sqlx migrate run)", ratio(ours, sqlx), "≤ 1.0x sqlx", verdict(ours <= sqlx))
+    row("3", "… vs the floor", ms(ours), f"{ms(psql)} (psql -1 -f)", ratio(ours, psql), "(floor)", "")
+
+
+def item4():
+    d = load("4-bulk.json")
+    if not d:
+        return
+    psql = d["psql"]["median"]
+    n = len(d["psql"]["runs"])
+    c1 = d["c1"]["median"]
+    for c in ("c1", "c2", "c4", "c8"):
+        t = d[c]["median"]
+        conc = int(c[1:])
+        target = "≤ 1.0x psql" if conc >= 4 else "(scaling)"
+        result = verdict(t <= psql) if conc >= 4 else ""
+        row("4", f"500 outboxes in 500 schemas, `migrate --concurrency {conc}` (n={n}); "
+            f"speed-up vs c1 {c1 / t:.2f}x", ms(t), f"{ms(psql)} (serial psql, one session)",
+            ratio(t, psql), target, result)
+
+
+def item5():
+    ddl_ok = None
+    try:
+        with open(os.path.join(R, "5-ddl.sql"), encoding="utf-8") as f:
+            ddl = [s.strip() for s in f.read().split(";") if s.strip()]
+        fresh = load("5-proxy-ours-fresh.json") or []
+        sent = [s.strip().rstrip(";") for c in fresh for s in c["statements"]]
+        ddl_ok = all(stmt in sent for stmt in ddl)
+    except OSError:
+        pass
+    ours = load("5-proxy-ours-noop.json")
+    sqlx = load("5-proxy-sqlx-noop.json")
+    lat = load("5-noop.json")
+    if ours:
+        q = sum(c["query_turns"] for c in ours)
+        s = sum(c["startup_turns"] for c in ours)
+        qs = sum(c["query_turns"] for c in sqlx) if sqlx else None
+        ss = sum(c["startup_turns"] for c in sqlx) if sqlx else None
+        row("5", f"no-op run, up-to-date table: SQL round trips (+ connection start-up) over "
+            f"{len(ours)} connection(s)", f"{q} (+{s})",
+            f"{qs} (+{ss}) (sqlx no-op)" if sqlx else "n/a", ratio(q, qs), "≤ 6", verdict(q <= 6))
+    if lat:
+        n = len(lat["ours"]["runs"])
+        row("5", f"no-op run, process start→exit (n={n})", ms(lat["ours"]["median"]),
+            f"{ms(lat['sqlx']['median'])} (sqlx no-op)", ratio(lat["ours"]["median"], lat["sqlx"]["median"]),
+            "report", "reported")
+    if ddl_ok is not None:
+        row("", "check: psql/sqlx DDL = the statements migrate sent", "", "", "", "identical",
+            "pass" if ddl_ok else "**differs**")
+
+
+def item6():
+    d = load("6-converge.json")
+    if not d:
+        return
+    n = d["count"]
+    row("6", f"{n} BoxTables POSTed → all Ready (POSTs took {d['apply_seconds']:.1f} s)",
+        f"{d['converge_seconds']:.1f} s", "", "", "< 60 s", verdict(d["converge_seconds"] < 60))
+    mib = d["peak_rss_kib"] / 1024
+    row("6", "operator peak RSS (VmHWM)", f"{mib:.1f} MiB", "", "", "< 64 MiB", verdict(mib < 64))
+    row("6", "operator API requests per BoxTable", f"{d['requests_per_boxtable']:.2f}", "", "",
+        "report", "reported")
+
+
+def item7():
+    d = load("7-contention.json")
+    if not d:
+        return
+    one, many = d["single"]["median"], d["sixteen"]["median"]
+    n = len(d["single"]["runs"])
+    row("7", f"16 `migrate` at once on one fresh table, all exit 0, one history row (n={n})",
+        ms(many), f"{ms(one)} (one alone)", f"+{(many - one) * 1000:.0f} ms",
+        "≤ single + 1.5 s", verdict(many <= one + 1.5))
+
+
+for f in (item1, item2, item3, item4, item5, item6, item7):
+    f()
+header = ("#", "Measured", "Ours", "Baseline", "Ratio", "Target", "Result")
+print("| " + " | ".join(header) + " |")
+print("|" + "|".join("---" for _ in header) + "|")
+for r in ROWS:
+    print("| " + " | ".join(r) + " |")
+m = load("machine.json")
+if m:
+    print(f"\nMachine: {m['nproc']} CPUs ({m['cpu']}), {m['mem_gib']} GiB, kernel {m['kernel']}, "
+          f"{m['postgres']}, {m['sqlx']}, {m['rustc']}; load average at start {' '.join(m['loadavg_at_start'])}.")

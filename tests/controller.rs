@@ -1,0 +1,364 @@
+//! The controller end to end, in-process: BoxTables on the local API server, tables in a real
+//! PostgreSQL, and `controller::run` reconciling between them (issue 4).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod controller_support;
+mod migrate_support;
+mod support;
+
+use std::time::Duration;
+
+use boxtable_operator::crd::LockState;
+use boxtable_operator::migrate::BoxKind;
+use controller_support::*;
+use serde_json::json;
+
+#[tokio::test]
+async fn a_new_boxtable_becomes_ready_with_the_lock_identity_and_one_history_row() {
+    let h = Harness::start().await;
+
+    h.apply(boxtable("orders").outbox()).await;
+    let bt = h.wait_ready("orders").await;
+
+    let status = bt.status.clone().unwrap();
+    assert_eq!(status.observed_generation, bt.metadata.generation);
+    for c in &status.conditions {
+        assert_eq!(c.observed_generation, bt.metadata.generation, "{}", c.type_);
+    }
+    assert!(has(&status, "Reconciling", "False") && has(&status, "Stalled", "False"));
+    assert_eq!(status.table.as_deref(), Some("public.outbox"));
+    assert_eq!(status.applied_version, Some(8));
+    let raw = h.raw("orders").await;
+    let lock = &raw["status"]["lock"];
+    assert_eq!(lock["lockKey"], json!("BrighterMigration_public.outbox"));
+    assert_eq!(
+        lock["key"],
+        json!("-5469556670739463647"),
+        "the key is a string"
+    );
+    assert_eq!(lock["keyHex"], json!("b4183b2fd9b4c221"));
+    assert_eq!(
+        lock["pgLocks"],
+        json!({"classid": 3021486895u32, "objid": 3652502049u32, "objsubid": 1})
+    );
+    assert_eq!(lock["state"], json!("Released"));
+    assert_eq!(raw["status"]["appliedVersion"], json!(8));
+    assert!(h.table_exists("public.outbox").await);
+    assert_eq!(h.history_versions("public", "outbox").await, vec![8]);
+}
+
+#[tokio::test]
+async fn raising_the_target_version_migrates_the_table_up_to_it() {
+    let h = Harness::start().await;
+    h.apply(boxtable("orders").outbox().table("Outbox").target(5))
+        .await;
+    let bt = h.wait_ready("orders").await;
+    assert_eq!(bt.status.unwrap().applied_version, Some(5));
+    assert_eq!(h.history_versions("public", "outbox").await, vec![5]);
+
+    h.patch_spec("orders", json!({"targetVersion": 8})).await;
+    let bt = h
+        .wait_for("orders", "version 8 at generation 2", |bt| {
+            is_ready(bt) && bt.status.as_ref().unwrap().applied_version == Some(8)
+        })
+        .await;
+
+    assert_eq!(bt.metadata.generation, Some(2));
+    let last_run = bt.status.unwrap().last_run.unwrap();
+    assert_eq!((last_run.from_version, last_run.to_version), (5, 8));
+    assert_eq!(
+        h.history_versions("public", "outbox").await,
+        vec![5, 6, 7, 8]
+    );
+}
+
+#[tokio::test]
+async fn a_table_brighter_left_at_version_five_is_migrated_to_eight() {
+    let h = Harness::start().await;
+    let client = h.sql().await;
+    migrate_support::outbox_at(&client, "sales.outbox", 5, 2).await;
+    for version in BoxKind::Outbox.versions().iter().filter(|v| v.number <= 5) {
+        migrate_support::write_history(
+            &client,
+            "public",
+            "sales",
+            "outbox",
+            version.number as i32,
+            version.description,
+        )
+        .await;
+    }
+
+    h.apply(boxtable("orders").outbox().schema("sales")).await;
+    let bt = h.wait_ready("orders").await;
+
+    let status = bt.status.unwrap();
+    assert_eq!(status.applied_version, Some(8));
+    let last_run = status.last_run.unwrap();
+    assert_eq!((last_run.from_version, last_run.to_version), (5, 8));
+    assert_eq!(
+        h.history_versions("sales", "outbox").await,
+        vec![1, 2, 3, 4, 5, 6, 7, 8]
+    );
+    let rows: i64 = client
+        .query_one("SELECT count(*) FROM sales.outbox", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(rows, 2, "the messages in the table survive");
+}
+
+#[tokio::test]
+async fn a_missing_secret_stalls_until_the_secret_is_created() {
+    // A resync far beyond the deadline: only the watch on the Secret can bring the table up.
+    let h = Harness::builder()
+        .without_secret()
+        .resync(Duration::from_secs(600))
+        .start()
+        .await;
+
+    h.apply(boxtable("orders")).await;
+    let bt = h.wait_stalled("orders", "SecretNotFound").await;
+    let status = bt.status.unwrap();
+    assert!(has(&status, "Reconciling", "False") && has(&status, "Ready", "False"));
+    assert!(
+        condition(&status, "Stalled")
+            .unwrap()
+            .message
+            .contains(SECRET),
+        "the message names the secret: {status:?}"
+    );
+    assert!(!h.table_exists("public.outbox").await);
+
+    h.create_secret().await;
+    h.wait_ready("orders").await;
+    assert!(h.table_exists("public.outbox").await);
+}
+
+#[tokio::test]
+async fn a_held_lock_shows_its_holder_then_times_out_then_migrates_once_released() {
+    let h = Harness::start().await;
+    let holder = h.hold_lock("orders-api", "public", "outbox").await;
+
+    h.apply(boxtable("orders").lock_timeout("3s")).await;
+    let waiting = h
+        .wait_for("orders", "lock state Waiting", |bt| {
+            bt.status
+                .as_ref()
+                .and_then(|s| s.lock.as_ref())
+                .is_some_and(|l| l.state == LockState::Waiting)
+        })
+        .await
+        .status
+        .unwrap();
+    let lock = waiting.lock.as_ref().unwrap();
+    let seen = lock
+        .holder
+        .as_ref()
+        .expect("the holder is shown while waiting");
+    assert_eq!(seen.pid, holder.pid);
+    assert_eq!(seen.application_name, "orders-api");
+    assert_eq!(reason(&waiting), "WaitingForLock");
+    assert!(has(&waiting, "Reconciling", "True") && has(&waiting, "Stalled", "False"));
+
+    let timed_out = h
+        .wait_stalled("orders", "LockTimeout")
+        .await
+        .status
+        .unwrap();
+    let message = &condition(&timed_out, "Ready").unwrap().message;
+    assert!(
+        message.contains(&holder.pid.to_string()) && message.contains("orders-api"),
+        "the timeout names the holder: {message}"
+    );
+    let lock = timed_out.lock.as_ref().unwrap();
+    assert_eq!(lock.state, LockState::TimedOut);
+    assert_eq!(lock.holder.as_ref().map(|h| h.pid), Some(holder.pid));
+    assert!(!h.table_exists("public.outbox").await);
+
+    holder.release().await;
+    let ready = h.wait_ready("orders").await.status.unwrap();
+    assert_eq!(ready.applied_version, Some(8));
+    assert!(ready.lock.unwrap().holder.is_none());
+}
+
+#[tokio::test]
+async fn deleting_with_retain_keeps_the_table_and_removes_the_object() {
+    let h = Harness::start().await;
+    h.apply(boxtable("orders")).await;
+    h.wait_ready("orders").await;
+
+    h.delete("orders").await;
+    h.wait_gone("orders").await;
+
+    assert!(h.table_exists("public.outbox").await);
+    assert_eq!(h.history_versions("public", "outbox").await, vec![8]);
+}
+
+#[tokio::test]
+async fn deleting_with_drop_removes_the_table_and_its_history_then_the_object() {
+    let h = Harness::start().await;
+    h.apply(boxtable("orders").schema("sales").drop_policy())
+        .await;
+    h.wait_ready("orders").await;
+    assert!(h.table_exists("sales.outbox").await);
+
+    h.delete("orders").await;
+    h.wait_gone("orders").await;
+
+    assert!(!h.table_exists("sales.outbox").await);
+    assert_eq!(
+        h.history_versions("sales", "outbox").await,
+        Vec::<i32>::new()
+    );
+    let dropped = h.events("orders").await;
+    assert!(
+        dropped.iter().any(|e| e.action.as_deref() == Some("Drop")),
+        "a Drop event is published: {dropped:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_suspended_boxtable_changes_nothing_and_reports_suspended() {
+    let h = Harness::start().await;
+
+    h.apply(boxtable("orders").suspended()).await;
+    let bt = h
+        .wait_for("orders", "Ready reason Suspended", |bt| {
+            bt.status.as_ref().is_some_and(|s| reason(s) == "Suspended")
+        })
+        .await;
+
+    let status = bt.status.unwrap();
+    assert!(has(&status, "Ready", "False"));
+    assert!(has(&status, "Stalled", "False"));
+    assert!(has(&status, "Reconciling", "False"));
+    assert_eq!(status.applied_version, None);
+    assert!(!h.table_exists("public.outbox").await);
+    assert_eq!(
+        h.history_versions("public", "outbox").await,
+        Vec::<i32>::new()
+    );
+}
+
+#[tokio::test]
+async fn a_second_boxtable_for_the_same_table_reports_the_conflict_and_does_not_migrate() {
+    let h = Harness::start().await;
+    h.apply(boxtable("orders").target(5)).await;
+    h.wait_ready("orders").await;
+
+    // Sorts before "orders" by name, so only its later creation can make it the one that yields.
+    h.apply(boxtable("a-copy-of-orders")).await;
+    let bt = h.wait_stalled("a-copy-of-orders", "TableConflict").await;
+
+    let status = bt.status.unwrap();
+    let message = &condition(&status, "Stalled").unwrap().message;
+    assert!(
+        message.contains("orders") && message.contains("public.outbox"),
+        "{message}"
+    );
+    assert!(has(&status, "Reconciling", "False"));
+    // The copy asked for version 8 but must not have migrated the table.
+    assert_eq!(h.history_versions("public", "outbox").await, vec![5]);
+    h.wait_for_passes(2).await;
+    assert!(
+        is_ready(&h.get("orders").await),
+        "the first keeps the table"
+    );
+    assert_eq!(h.history_versions("public", "outbox").await, vec![5]);
+}
+
+#[tokio::test]
+async fn an_invalid_connection_string_stalls_without_revealing_the_password() {
+    const PASSWORD: &str = "hunter2-unique-Zq9";
+    let h = Harness::builder()
+        .connection_string(&format!("Host=db;Password={PASSWORD};Port=notaport"))
+        .start()
+        .await;
+
+    h.apply(boxtable("orders")).await;
+    h.wait_stalled("orders", "InvalidConnectionString").await;
+    h.wait_for_passes(1).await;
+
+    let raw = h.raw("orders").await.to_string();
+    assert!(
+        !raw.contains(PASSWORD),
+        "status reveals the password: {raw}"
+    );
+    let events = h.events("orders").await;
+    assert!(!events.is_empty(), "the failure is published as an event");
+    let events = serde_json::to_string(&events).unwrap();
+    assert!(
+        !events.contains(PASSWORD),
+        "events reveal the password: {events}"
+    );
+    let logs = h.logs();
+    assert!(
+        logs.contains("InvalidConnectionString") || logs.contains("invalid connection string"),
+        "the logs were captured"
+    );
+    assert!(!logs.contains(PASSWORD), "logs reveal the password: {logs}");
+}
+
+#[tokio::test]
+async fn a_create_publishes_one_migrated_event_and_a_no_op_resync_publishes_none() {
+    let h = Harness::start().await;
+    h.apply(boxtable("orders")).await;
+    h.wait_ready("orders").await;
+    h.wait_for_passes(1).await;
+    let before = h.events("orders").await;
+
+    h.wait_for_passes(2).await;
+
+    let after = h.events("orders").await;
+    let migrated: Vec<_> = after
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some("Migrated"))
+        .collect();
+    assert_eq!(migrated.len(), 1, "{after:?}");
+    assert!(
+        migrated[0].series.is_none(),
+        "Migrated was published more than once: {:?}",
+        migrated[0].series
+    );
+    assert_eq!(before, after, "a no-op resync publishes no event");
+}
+
+#[tokio::test]
+async fn a_no_op_resync_does_not_rewrite_the_status() {
+    let h = Harness::start().await;
+    h.apply(boxtable("orders")).await;
+    let ready = h.wait_ready("orders").await;
+
+    h.wait_for_passes(3).await;
+
+    let later = h.get("orders").await;
+    assert_eq!(
+        later.metadata.resource_version, ready.metadata.resource_version,
+        "status was rewritten: {:?} became {:?}",
+        ready.status, later.status
+    );
+}
+
+#[tokio::test]
+async fn shutdown_abandons_a_lock_wait_promptly_and_leaves_no_session_behind() {
+    let mut h = Harness::start().await;
+    let _holder = h.hold_lock("orders-api", "public", "outbox").await;
+    h.apply(boxtable("orders").lock_timeout("30s")).await;
+    h.wait_for("orders", "lock state Waiting", |bt| {
+        bt.status
+            .as_ref()
+            .and_then(|s| s.lock.as_ref())
+            .is_some_and(|l| l.state == LockState::Waiting)
+    })
+    .await;
+    assert_eq!(h.operator_sessions().await, 1);
+
+    let took = h.stop().await;
+
+    assert!(took < Duration::from_secs(2), "run took {took:?} to return");
+    wait_until("the operator's session to end", || async {
+        h.operator_sessions().await == 0
+    })
+    .await;
+}

@@ -1,0 +1,218 @@
+//! End-to-end fixtures: the local API server, the real `boxtable-operator` binary as a child
+//! process, the real `kubectl`, and a fresh PostgreSQL database.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use boxtable_localapi::{LocalApi, LocalApiHandle};
+
+#[path = "../support/mod.rs"]
+mod support;
+pub use support::{TestDb, connect, fresh_db};
+
+/// Finds `kubectl` on `path` (a PATH-style list), or says how to get it.
+pub fn find_kubectl(path: &str) -> Result<PathBuf, String> {
+    std::env::split_paths(path)
+        .map(|dir| dir.join("kubectl"))
+        .find(|candidate| candidate.is_file())
+        .ok_or_else(|| {
+            "kubectl is not on PATH: the end-to-end tests drive the real kubectl. Install it \
+             (for example `apt-get install kubectl` from the Kubernetes package repository, or \
+             download the kubectl binary for your platform) and run scripts/test.sh again"
+                .to_owned()
+        })
+}
+
+/// The kubectl binary; fails the test (never skips) when it is missing.
+pub fn kubectl_binary() -> PathBuf {
+    find_kubectl(&std::env::var("PATH").unwrap_or_default())
+        .unwrap_or_else(|message| panic!("{message}"))
+}
+
+/// The operator binary built by cargo for this test run.
+pub fn operator_binary() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_boxtable-operator"))
+}
+
+/// The repository root.
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A local API server with the BoxTable CRD, a kubeconfig for it, and a fresh database.
+pub struct Cluster {
+    pub api: LocalApiHandle,
+    pub dir: tempfile::TempDir,
+    pub kubeconfig: PathBuf,
+    pub db: TestDb,
+}
+
+impl Cluster {
+    pub async fn start() -> Cluster {
+        let kubectl = kubectl_binary();
+        assert!(kubectl.is_file());
+        let db = fresh_db().await;
+        let api = LocalApi::builder()
+            .crd_file(root().join("crds/boxtable.yaml"))
+            .start()
+            .await
+            .expect("start the local API server");
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = dir.path().join("kubeconfig");
+        api.write_kubeconfig(&kubeconfig).unwrap();
+        Cluster {
+            api,
+            dir,
+            kubeconfig,
+            db,
+        }
+    }
+
+    /// Runs kubectl with this cluster's kubeconfig (off the async runtime).
+    pub async fn kubectl(&self, args: &[&str]) -> Output {
+        self.kubectl_with_stdin(args, None).await
+    }
+
+    /// Runs kubectl with `stdin` piped in.
+    pub async fn kubectl_with_stdin(&self, args: &[&str], stdin: Option<String>) -> Output {
+        let kubeconfig = self.kubeconfig.clone();
+        let args: Vec<String> = args.iter().map(|s| (*s).to_owned()).collect();
+        tokio::task::spawn_blocking(move || {
+            let mut cmd = Command::new(kubectl_binary());
+            cmd.args(&args)
+                .env("KUBECONFIG", &kubeconfig)
+                .current_dir(root())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            if stdin.is_some() {
+                cmd.stdin(Stdio::piped());
+            }
+            let mut child = cmd.spawn().expect("run kubectl");
+            if let Some(text) = stdin {
+                use std::io::Write;
+                child
+                    .stdin
+                    .take()
+                    .unwrap()
+                    .write_all(text.as_bytes())
+                    .unwrap();
+            }
+            child.wait_with_output().unwrap()
+        })
+        .await
+        .unwrap()
+    }
+
+    /// Runs kubectl and requires success; returns stdout.
+    pub async fn kubectl_ok(&self, args: &[&str]) -> String {
+        let out = self.kubectl(args).await;
+        assert!(
+            out.status.success(),
+            "kubectl {} failed:\n{}{}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// Creates namespace `ns` and Secret `name` holding this test database's URL.
+    pub async fn secret(&self, ns: &str, name: &str) {
+        let _ = self.kubectl(&["create", "namespace", ns]).await;
+        let yaml = format!(
+            "apiVersion: v1\nkind: Secret\nmetadata:\n  name: {name}\n  namespace: {ns}\nstringData:\n  connectionString: {:?}\n",
+            self.db.url
+        );
+        let out = self
+            .kubectl_with_stdin(&["apply", "-f", "-"], Some(yaml))
+            .await;
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// Starts an operator process watching `ns`.
+    pub fn operator(&self, ns: &str, name: &str) -> Operator {
+        let log = self.dir.path().join(format!("{name}.log"));
+        let file = std::fs::File::create(&log).unwrap();
+        let child = Command::new(operator_binary())
+            .args([
+                "run",
+                "--namespace",
+                ns,
+                "--metrics-addr",
+                "127.0.0.1:0",
+                "--resync-interval",
+                "2s",
+                "--retry-backoff",
+                "200ms",
+                "--concurrency",
+                "4",
+                "--instance",
+                name,
+            ])
+            .env("KUBECONFIG", &self.kubeconfig)
+            .env("RUST_LOG", "info,boxtable_operator=debug")
+            .stdout(Stdio::null())
+            .stderr(file)
+            .spawn()
+            .expect("start boxtable-operator");
+        Operator { child, log }
+    }
+
+    /// Polls `check` until it returns `Some`, failing after `timeout` with `what`.
+    pub async fn eventually<T, F, Fut>(&self, what: &str, timeout: Duration, mut check: F) -> T
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Option<T>>,
+    {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(value) = check().await {
+                return value;
+            }
+            assert!(Instant::now() < deadline, "timed out waiting for {what}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+/// A running operator process; killed when dropped.
+pub struct Operator {
+    pub child: Child,
+    pub log: PathBuf,
+}
+
+impl Operator {
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends a signal (e.g. "KILL", "TERM") to the process.
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([format!("-{signal}"), self.pid().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    pub fn logs(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn log_path(&self) -> &Path {
+        &self.log
+    }
+}
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
