@@ -216,3 +216,51 @@ async fn drop_in_a_missing_schema_is_already_done() {
 
     assert!(!outcome.table_existed);
 }
+
+#[tokio::test]
+async fn dropping_a_per_schema_table_also_removes_its_seed_rows_from_public_so_it_can_start_fresh()
+{
+    let db = support::fresh_db().await;
+    let client = db.connect().await;
+    client.batch_execute("CREATE SCHEMA sales").await.unwrap();
+    outbox_at(&client, "sales.outbox", 6, 0).await;
+    write_history(
+        &client,
+        "public",
+        "sales",
+        "outbox",
+        6,
+        "bootstrap: detected at V6",
+    )
+    .await;
+    write_history(
+        &client,
+        "public",
+        "sales",
+        "other",
+        2,
+        "belongs to another table",
+    )
+    .await;
+    let plan = outbox("Outbox").in_schema("sales").per_schema().build();
+    run(&db, &plan).await.unwrap();
+    let mut session = session(&db).await;
+
+    let dropped = migrate::drop_box_table(&mut session, &plan, &CancellationToken::new())
+        .await
+        .unwrap();
+
+    assert_eq!(
+        dropped.history_rows_deleted, 4,
+        "three per-schema rows and the public seed row"
+    );
+    let public_left = history(&client, "public").await;
+    assert_eq!(public_left.len(), 1, "{public_left:?}");
+    assert_eq!(public_left[0].2, "other", "rows of other tables stay");
+    assert!(history(&client, "sales").await.is_empty());
+    assert_eq!(
+        run(&db, &plan).await.unwrap().path,
+        RunPath::Fresh,
+        "a re-created table starts fresh instead of TableMissing"
+    );
+}

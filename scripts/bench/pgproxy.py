@@ -11,6 +11,9 @@ Per client connection it records
   - messages: every frontend message after start-up, decoded by type: Query (Q) text, Parse (P)
     text, Bind (B), Execute (E), Describe (D), Sync (S), Terminate (X).
   - syncs: Query + Sync messages, i.e. protocol-level request boundaries.
+  - round_trips: requests the client waits on after start-up: each simple Query, and each Sync
+    group (Parse/Bind/Describe/Execute... then Sync) except groups holding only Close, which
+    tokio-postgres sends without waiting (close_only_syncs). Independent of timing.
   - startup_turns: turns that only carried SSLRequest/StartupMessage/password (SASL) messages;
     query_turns: turns that carried a Query or a Sync (the SQL round trips). Terminate (X) alone
     is neither: the client does not wait for an answer.
@@ -33,6 +36,9 @@ class Conn:
         self.server_spoke = True  # the first client send counts as a turn
         self.messages = []
         self.turn_kinds = []  # per turn: the message types the client sent in it
+        self.group = []  # extended-protocol messages since the last Sync
+        self.round_trips = 0  # Query, or a Sync group with anything but Close in it
+        self.close_only = 0  # Close+Sync groups: fire-and-forget statement cleanup
         self.startup_done = False
         self.buf = b""
         self.opened = time.monotonic()
@@ -85,6 +91,16 @@ class Conn:
                 msg["sql"] = body[name_end + 1 : sql_end].decode("utf-8", "replace")
             self.messages.append(msg)
             self.turn_kinds[-1].append(kind)
+            if kind == "Q":
+                self.round_trips += 1
+            elif kind == "S":
+                if self.group and all(k == "C" for k in self.group):
+                    self.close_only += 1
+                else:
+                    self.round_trips += 1
+                self.group = []
+            elif kind != "X":
+                self.group.append(kind)
 
     def report(self):
         kinds = [m["type"] for m in self.messages]
@@ -95,6 +111,8 @@ class Conn:
             "id": self.cid,
             "turns": self.turns,
             "startup_turns": startup,
+            "round_trips": self.round_trips,
+            "close_only_syncs": self.close_only,
             "query_turns": sum(1 for t in self.turn_kinds if t and any(k in ("Q", "S") for k in t)),
             "syncs": sum(1 for k in kinds if k in ("Q", "S")),
             "statements": [m["sql"] for m in self.messages if "sql" in m],

@@ -128,9 +128,9 @@ def item5():
     sqlx = load("5-proxy-sqlx-noop.json")
     lat = load("5-noop.json")
     if ours:
-        q = sum(c["query_turns"] for c in ours)
+        q = sum(c["round_trips"] for c in ours)
         s = sum(c["startup_turns"] for c in ours)
-        qs = sum(c["query_turns"] for c in sqlx) if sqlx else None
+        qs = sum(c["round_trips"] for c in sqlx) if sqlx else None
         ss = sum(c["startup_turns"] for c in sqlx) if sqlx else None
         row("5", f"no-op run, up-to-date table: SQL round trips (+ connection start-up) over "
             f"{len(ours)} connection(s)", f"{q} (+{s})",
@@ -180,3 +180,13 @@ m = load("machine.json")
 if m:
     print(f"\nMachine: {m['nproc']} CPUs ({m['cpu']}), {m['mem_gib']} GiB, kernel {m['kernel']}, "
           f"{m['postgres']}, {m['sqlx']}, {m['rustc']}; load average at start {' '.join(m['loadavg_at_start'])}.")
+for label, title in (("ours-noop", "`boxtable-operator migrate`"), ("sqlx-noop", "`sqlx migrate run`")):
+    conns = load(f"5-proxy-{label}.json")
+    if not conns:
+        continue
+    print(f"\nItem 5, {title} on an up-to-date table: what each connection sent")
+    for c in conns:
+        print(f"- connection {c['id']}: {c['startup_turns']} start-up turns, {c['round_trips']} SQL round trips"
+              f" (+{c['close_only_syncs']} Close+Sync not waited on); messages `{c['messages']}`")
+        for sql in c["statements"]:
+            print(f"  - `{' '.join(sql.split())[:160]}`")

@@ -304,11 +304,7 @@ async fn apply(
         },
     };
     let app = application_name(&pass.namespace, &pass.name);
-    let target = Target {
-        connection_string: &secret.connection_string,
-        ca_pem: secret.ca_pem.as_deref(),
-        application_name: &app,
-    };
+    let target = target(&secret, &app);
     if bt.spec.suspend {
         let observed = match converge::observe(&target, &plan).await {
             Ok(found) => Observed::Suspended {
@@ -426,19 +422,8 @@ async fn cleanup_table(
         Ok(secret) => secret,
         Err(error) => {
             let reason = secret_failure(&error).map(|_| Reason::SecretNotFound);
-            let message = format!(
-                "cannot drop {table}: {}; restore the secret, or set spec.deletionPolicy to Retain to delete without dropping",
-                chain(&error)
-            );
-            pass.publish(
-                Some(&plan),
-                &Observed::Failed {
-                    reason: Reason::DropFailed,
-                    message,
-                    lock: None,
-                },
-            )
-            .await?;
+            let hint = "restore the secret, or set spec.deletionPolicy to Retain to delete without dropping";
+            drop_failed(&mut pass, &plan, &chain(&error), hint).await?;
             return Err(match reason {
                 Some(reason) => ReconcileError::Drop { table, reason },
                 None => ReconcileError::ReadSecret(error),
@@ -446,11 +431,7 @@ async fn cleanup_table(
         }
     };
     let app = application_name(&pass.namespace, &pass.name);
-    let target = Target {
-        connection_string: &secret.connection_string,
-        ca_pem: secret.ca_pem.as_deref(),
-        application_name: &app,
-    };
+    let target = target(&secret, &app);
     match converge::drop(&target, &plan, &ctx.shutdown).await {
         Ok(dropped) => {
             let note = if dropped.table_existed {
@@ -478,22 +459,39 @@ async fn cleanup_table(
             .await;
             Ok(Action::await_change())
         }
+        Err(error) if error.reason() == Reason::Cancelled => Ok(Action::await_change()),
         Err(error) => {
-            let reason = error.reason();
-            let message = format!(
-                "cannot drop {table}: {}; deletion waits until the drop succeeds (or set spec.deletionPolicy to Retain)",
-                chain(&error)
-            );
-            pass.publish(
-                Some(&plan),
-                &Observed::Failed {
-                    reason: Reason::DropFailed,
-                    message,
-                    lock: None,
-                },
-            )
-            .await?;
-            Err(ReconcileError::Drop { table, reason })
+            let hint =
+                "deletion waits until the drop succeeds (or set spec.deletionPolicy to Retain)";
+            drop_failed(&mut pass, &plan, &chain(&error), hint).await?;
+            Err(ReconcileError::Drop {
+                table,
+                reason: error.reason(),
+            })
         }
+    }
+}
+
+/// Writes a `DropFailed` status naming the table, the cause and what the user can do.
+async fn drop_failed(
+    pass: &mut Pass<'_>,
+    plan: &Plan,
+    cause: &str,
+    hint: &str,
+) -> Result<(), ReconcileError> {
+    let observed = Observed::Failed {
+        reason: Reason::DropFailed,
+        message: format!("cannot drop {}: {cause}; {hint}", plan.table),
+        lock: None,
+    };
+    pass.publish(Some(plan), &observed).await
+}
+
+/// Where a BoxTable's table lives, from its Secret.
+fn target<'a>(secret: &'a DatabaseSecret, application_name: &'a str) -> Target<'a> {
+    Target {
+        connection_string: &secret.connection_string,
+        ca_pem: secret.ca_pem.as_deref(),
+        application_name,
     }
 }

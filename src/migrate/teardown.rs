@@ -61,12 +61,18 @@ pub async fn drop_box_table(
                 .await
                 .map_err(RunError::query("dropping the table", table))?;
         }
-        let history = HistoryTable::for_table(table, plan.history_scope);
-        let deleted = if history::exists(client, &history, table).await? {
-            history::delete_rows(client, &history, table).await?
-        } else {
-            0
-        };
+        // A PerSchema table's rows may also remain in `public` (the seed source); leaving them
+        // would seed them back into a re-created table's history and report it as TableMissing.
+        let mut sources = vec![HistoryTable::for_table(table, plan.history_scope)];
+        if sources[0] != HistoryTable::Public {
+            sources.push(HistoryTable::Public);
+        }
+        let mut deleted = 0;
+        for history in &sources {
+            if history::exists(client, history, table).await? {
+                deleted += history::delete_rows(client, history, table).await?;
+            }
+        }
         Ok(DropOutcome {
             table_existed: shape.is_some(),
             history_rows_deleted: deleted,
