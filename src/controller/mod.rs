@@ -5,9 +5,11 @@
 //! server-side apply only when it changed, events on transitions.
 
 pub mod backoff;
+mod cleanup;
 pub mod conflicts;
 pub mod events;
 pub mod leader;
+mod pass;
 pub mod reconcile;
 pub mod schedule;
 pub mod secrets;

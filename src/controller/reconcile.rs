@@ -1,14 +1,11 @@
-//! One reconcile pass: finalizer glue around `apply` (converge the table, write status) and
-//! `cleanup` (Retain: nothing; Drop: drop the table under the lock).
-//!
-//! Status is computed by [`crate::status::desired_status`] and written by server-side apply on the
-//! status subresource only when it differs from what is there (ignoring timestamps).
+//! Reconciling one BoxTable: finalizer glue around `apply` (converge the table against its
+//! database) and `cleanup` (in `cleanup.rs`); the status each pass writes is handled in `pass.rs`.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::events::Recorder;
 use kube::runtime::finalizer::{self, Event as FinalizerEvent};
@@ -17,15 +14,17 @@ use kube::{Client, ResourceExt};
 use tokio_util::sync::CancellationToken;
 
 use super::backoff::Backoff;
+use super::cleanup::cleanup;
+use super::conflicts;
+use super::pass::Pass;
 use super::schedule::Schedule;
 use super::secrets::{self, DatabaseSecret, SecretError};
-use super::{conflicts, events};
 use crate::converge::{self, Target};
-use crate::crd::{BoxTable, BoxTableStatus, DeletionPolicy, FIELD_MANAGER, FINALIZER};
+use crate::crd::{BoxTable, FINALIZER};
 use crate::migrate::{BoxKind, Plan, RunPath};
 use crate::reason::Reason;
 use crate::report::chain;
-use crate::status::{self, LockObservation, Observed};
+use crate::status::{LockObservation, Observed};
 use crate::telemetry::{BoxLabel, LockOutcome, Metrics, ReconcileResult};
 
 /// What every reconcile pass shares.
@@ -128,111 +127,7 @@ pub fn error_policy(bt: Arc<BoxTable>, error: &ReconcileError, ctx: Arc<Context>
     Action::requeue(delay)
 }
 
-/// A pass in progress for one object: what is known and what was last written.
-struct Pass<'a> {
-    bt: &'a BoxTable,
-    ctx: &'a Context,
-    api: &'a Api<BoxTable>,
-    namespace: String,
-    name: String,
-    written: Option<BoxTableStatus>,
-    started: Instant,
-}
-
-impl<'a> Pass<'a> {
-    fn new(bt: &'a BoxTable, ctx: &'a Context, api: &'a Api<BoxTable>) -> Self {
-        Self {
-            bt,
-            ctx,
-            api,
-            namespace: bt.namespace().unwrap_or_default(),
-            name: bt.name_any(),
-            written: bt.status.clone(),
-            started: Instant::now(),
-        }
-    }
-
-    /// Computes the status for `observed` and writes it if it changed; publishes transitions.
-    async fn publish(
-        &mut self,
-        plan: Option<&Plan>,
-        observed: &Observed,
-    ) -> Result<(), ReconcileError> {
-        let generation = self.bt.metadata.generation.unwrap_or(0);
-        let desired = status::desired_status(
-            self.written.as_ref(),
-            generation,
-            plan,
-            observed,
-            jiff::Timestamp::now(),
-        );
-        if self
-            .written
-            .as_ref()
-            .is_some_and(|current| status::same_ignoring_timestamps(current, &desired))
-        {
-            return Ok(());
-        }
-        let patch = serde_json::json!({
-            "apiVersion": format!("{}/{}", crate::crd::GROUP, crate::crd::VERSION),
-            "kind": crate::crd::KIND,
-            "status": desired,
-        });
-        self.api
-            .patch_status(
-                &self.name,
-                &PatchParams::apply(FIELD_MANAGER).force(),
-                &Patch::Apply(&patch),
-            )
-            .await
-            .map_err(|source| ReconcileError::WriteStatus {
-                namespace: self.namespace.clone(),
-                name: self.name.clone(),
-                source,
-            })?;
-        let transitions = events::transitions(self.written.as_ref(), &desired);
-        events::publish(&self.ctx.recorder, self.bt, transitions).await;
-        self.written = Some(desired);
-        Ok(())
-    }
-
-    /// Writes the final status of a pass and decides when to come back.
-    async fn finish(
-        mut self,
-        plan: Option<&Plan>,
-        observed: Observed,
-    ) -> Result<Action, ReconcileError> {
-        self.publish(plan, &observed).await?;
-        let uid = self.bt.uid().unwrap_or_default();
-        let metrics = &self.ctx.metrics;
-        let elapsed = self.started.elapsed();
-        let (result, delay) = match &observed {
-            Observed::Failed { reason, .. } if !reason.is_stalled() => {
-                metrics.record_failure(*reason);
-                (ReconcileResult::Retry, self.ctx.backoff.on_failure(&uid))
-            }
-            Observed::Failed { reason, .. } => {
-                metrics.record_failure(*reason);
-                self.ctx.backoff.on_success(&uid);
-                (ReconcileResult::Stalled, self.ctx.resync)
-            }
-            Observed::Conflict { .. } => {
-                metrics.record_failure(Reason::TableConflict);
-                (ReconcileResult::Stalled, self.ctx.resync)
-            }
-            _ => {
-                self.ctx.backoff.on_success(&uid);
-                (ReconcileResult::Success, self.ctx.resync)
-            }
-        };
-        metrics.record_reconcile(result, elapsed);
-        let generation = self.bt.metadata.generation.unwrap_or(0);
-        self.ctx.schedule.record(&uid, generation, delay);
-        Ok(Action::requeue(delay))
-    }
-}
-
-fn secret_failure(error: &SecretError) -> Option<Observed> {
+pub(super) fn secret_failure(error: &SecretError) -> Option<Observed> {
     let reason = match error {
         SecretError::Missing { .. } | SecretError::MissingKey { .. } => Reason::SecretNotFound,
         SecretError::NotText { .. } => Reason::InvalidConnectionString,
@@ -245,7 +140,7 @@ fn secret_failure(error: &SecretError) -> Option<Observed> {
     })
 }
 
-async fn read_secret(
+pub(super) async fn read_secret(
     bt: &BoxTable,
     ctx: &Context,
     namespace: &str,
@@ -255,7 +150,7 @@ async fn read_secret(
     secrets::read(&api, namespace, &secret_ref.name, &secret_ref.key).await
 }
 
-fn application_name(namespace: &str, name: &str) -> String {
+pub(super) fn application_name(namespace: &str, name: &str) -> String {
     format!("{}/{namespace}/{name}", super::CONTROLLER_NAME)
 }
 
@@ -382,113 +277,8 @@ async fn migrate(
     pass.finish(Some(plan), observed).await
 }
 
-async fn cleanup(
-    bt: &BoxTable,
-    ctx: &Context,
-    api: &Api<BoxTable>,
-) -> Result<Action, ReconcileError> {
-    let result = cleanup_table(bt, ctx, api).await;
-    if result.is_ok() {
-        // The finalizer is about to be removed: forget the object's schedule and failures.
-        let uid = bt.uid().unwrap_or_default();
-        ctx.schedule.forget(&uid);
-        ctx.backoff.on_success(&uid);
-    }
-    result
-}
-
-async fn cleanup_table(
-    bt: &BoxTable,
-    ctx: &Context,
-    api: &Api<BoxTable>,
-) -> Result<Action, ReconcileError> {
-    if bt.spec.deletion_policy == DeletionPolicy::Retain {
-        return Ok(Action::await_change());
-    }
-    let mut pass = Pass::new(bt, ctx, api);
-    let Ok(plan) = crate::plan::plan(&bt.spec) else {
-        // An invalid spec never created a table: nothing to drop.
-        return Ok(Action::await_change());
-    };
-    pass.publish(
-        Some(&plan),
-        &Observed::Deleting {
-            policy: DeletionPolicy::Drop,
-        },
-    )
-    .await?;
-    let table = plan.table.to_string();
-    let secret = match read_secret(bt, ctx, &pass.namespace).await {
-        Ok(secret) => secret,
-        Err(error) => {
-            let reason = secret_failure(&error).map(|_| Reason::SecretNotFound);
-            let hint = "restore the secret, or set spec.deletionPolicy to Retain to delete without dropping";
-            drop_failed(&mut pass, &plan, &chain(&error), hint).await?;
-            return Err(match reason {
-                Some(reason) => ReconcileError::Drop { table, reason },
-                None => ReconcileError::ReadSecret(error),
-            });
-        }
-    };
-    let app = application_name(&pass.namespace, &pass.name);
-    let target = target(&secret, &app);
-    match converge::drop(&target, &plan, &ctx.shutdown).await {
-        Ok(dropped) => {
-            let note = if dropped.table_existed {
-                format!(
-                    "dropped {table} and {} history rows",
-                    dropped.history_rows_deleted
-                )
-            } else {
-                format!(
-                    "{table} was already gone; removed {} history rows",
-                    dropped.history_rows_deleted
-                )
-            };
-            tracing::info!(table = %table, "{note}");
-            events::publish(
-                &ctx.recorder,
-                bt,
-                vec![events::Transition {
-                    warning: false,
-                    reason: Reason::Dropped.as_str(),
-                    action: "Drop",
-                    note,
-                }],
-            )
-            .await;
-            Ok(Action::await_change())
-        }
-        Err(error) if error.reason() == Reason::Cancelled => Ok(Action::await_change()),
-        Err(error) => {
-            let hint =
-                "deletion waits until the drop succeeds (or set spec.deletionPolicy to Retain)";
-            drop_failed(&mut pass, &plan, &chain(&error), hint).await?;
-            Err(ReconcileError::Drop {
-                table,
-                reason: error.reason(),
-            })
-        }
-    }
-}
-
-/// Writes a `DropFailed` status naming the table, the cause and what the user can do.
-async fn drop_failed(
-    pass: &mut Pass<'_>,
-    plan: &Plan,
-    cause: &str,
-    hint: &str,
-) -> Result<(), ReconcileError> {
-    let observed = Observed::Failed {
-        reason: Reason::DropFailed,
-        message: format!("cannot drop {}: {cause}; {hint}", plan.table),
-        lock: None,
-    };
-    pass.publish(Some(plan), &observed).await
-}
-
 /// Where a BoxTable's table lives, from its Secret.
-fn target<'a>(secret: &'a DatabaseSecret, application_name: &'a str) -> Target<'a> {
+pub(super) fn target<'a>(secret: &'a DatabaseSecret, application_name: &'a str) -> Target<'a> {
     Target {
         connection_string: &secret.connection_string,
         ca_pem: secret.ca_pem.as_deref(),
