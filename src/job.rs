@@ -21,6 +21,9 @@ pub const APPLICATION_NAME: &str = "boxtable-operator-migrate";
 pub struct Options {
     /// The database for every table; when `None`, each BoxTable's Secret must be among the files.
     pub database_url: Option<String>,
+    /// A CA bundle (PEM) for verify-ca / verify-full; otherwise `ca.crt` of a Secret among the
+    /// files is used when the connection string comes from that Secret.
+    pub ca_pem: Option<Vec<u8>>,
     /// Tables migrated at once.
     pub concurrency: usize,
 }
@@ -80,14 +83,15 @@ pub async fn run(
     reports.into_iter().map(|(_, r)| r).collect()
 }
 
-/// The connection string for `bt`: the command-line URL, else its Secret from the files.
-fn connection_string(
+/// Where `bt`'s table lives: the command-line URL, else its Secret from the files; with the CA
+/// bundle from the command line, else from that Secret's `ca.crt`.
+fn connection(
     bt: &BoxTable,
     manifests: &Manifests,
     options: &Options,
-) -> Result<String, String> {
+) -> Result<(String, Option<Vec<u8>>), String> {
     if let Some(url) = &options.database_url {
-        return Ok(url.clone());
+        return Ok((url.clone(), options.ca_pem.clone()));
     }
     let secret_ref = &bt.spec.database.secret_ref;
     let namespace = bt.namespace();
@@ -102,14 +106,17 @@ fn connection_string(
     };
     let value = secrets::lookup(secret, &secret_ref.key)
         .ok_or_else(|| format!("secret {} has no key {:?}", secret_ref.name, secret_ref.key))?;
-    String::from_utf8(value)
-        .map(|s| s.trim().to_owned())
-        .map_err(|_| {
-            format!(
-                "secret {} key {:?} is not UTF-8 text",
-                secret_ref.name, secret_ref.key
-            )
-        })
+    let connection_string = String::from_utf8(value).map_err(|_| {
+        format!(
+            "secret {} key {:?} is not UTF-8 text",
+            secret_ref.name, secret_ref.key
+        )
+    })?;
+    let ca_pem = options
+        .ca_pem
+        .clone()
+        .or_else(|| secrets::lookup(secret, secrets::CA_KEY));
+    Ok((connection_string.trim().to_owned(), ca_pem))
 }
 
 async fn converge_one(
@@ -120,7 +127,7 @@ async fn converge_one(
 ) -> TableReport {
     let generation = bt.metadata.generation.unwrap_or(1);
     let plan = crate::plan::plan(&bt.spec);
-    let observed = match (&plan, connection_string(bt, manifests, options)) {
+    let observed = match (&plan, connection(bt, manifests, options)) {
         (Err(error), _) => Observed::Failed {
             reason: error.reason(),
             message: chain(error),
@@ -131,10 +138,10 @@ async fn converge_one(
             message,
             lock: None,
         },
-        (Ok(plan), Ok(connection_string)) => {
+        (Ok(plan), Ok((connection_string, ca_pem))) => {
             let target = Target {
                 connection_string: &connection_string,
-                ca_pem: None,
+                ca_pem: ca_pem.as_deref(),
                 application_name: APPLICATION_NAME,
             };
             if bt.spec.suspend {

@@ -101,6 +101,9 @@ struct MigrateArgs {
     /// BoxTable's Secret must be among the files.
     #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
     database_url: Option<String>,
+    /// A CA bundle (PEM) to verify the server with (sslmode verify-ca / verify-full).
+    #[arg(long)]
+    ca_file: Option<PathBuf>,
     /// Tables migrated at once.
     #[arg(long, default_value_t = 1)]
     concurrency: usize,
@@ -261,10 +264,24 @@ async fn migrate(args: MigrateArgs) -> ExitCode {
         eprintln!("boxtable-operator migrate: no BoxTable manifests in the given files");
         return ExitCode::from(2);
     }
+    let ca_pem = match &args.ca_file {
+        Some(path) => match std::fs::read(path) {
+            Ok(pem) => Some(pem),
+            Err(error) => {
+                eprintln!(
+                    "boxtable-operator migrate: cannot read {}: {error}",
+                    path.display()
+                );
+                return ExitCode::from(2);
+            }
+        },
+        None => None,
+    };
     let cancel = CancellationToken::new();
     cancel_on_signal(cancel.clone());
     let options = job::Options {
         database_url: args.database_url,
+        ca_pem,
         concurrency: args.concurrency,
     };
     let reports = job::run(&found, &options, &cancel).await;
