@@ -34,6 +34,8 @@ pub struct LeaderElector {
     api: Api<Lease>,
     name: String,
     identity: String,
+    lease_duration: Duration,
+    renew_interval: Duration,
 }
 
 impl LeaderElector {
@@ -43,7 +45,17 @@ impl LeaderElector {
             api,
             name: name.to_owned(),
             identity: identity.to_owned(),
+            lease_duration: LEASE_DURATION,
+            renew_interval: RENEW_INTERVAL,
         }
+    }
+
+    /// Overrides how long a lease lasts without renewal and how often it is renewed (the renew
+    /// interval should be well under the lease duration).
+    pub fn with_timing(mut self, lease_duration: Duration, renew_interval: Duration) -> Self {
+        self.lease_duration = lease_duration;
+        self.renew_interval = renew_interval;
+        self
     }
 
     /// Waits until this identity holds the Lease.
@@ -60,24 +72,59 @@ impl LeaderElector {
             }
             tokio::select! {
                 () = cancel.cancelled() => return Ok(false),
-                () = tokio::time::sleep(RENEW_INTERVAL) => {}
+                () = tokio::time::sleep(self.renew_interval) => {}
             }
         }
     }
 
     /// Renews the Lease until renewal fails or `cancel` fires; returns when leadership is lost.
+    /// On `cancel` (shutdown) the Lease is handed back, so a successor takes over at once instead
+    /// of waiting for it to expire.
     ///
     /// # Errors
     /// [`LeaderError`] when the Lease cannot be read or written.
     pub async fn keep(&self, cancel: &CancellationToken) -> Result<(), LeaderError> {
         loop {
             tokio::select! {
-                () = cancel.cancelled() => return Ok(()),
-                () = tokio::time::sleep(RENEW_INTERVAL) => {}
+                () = cancel.cancelled() => return self.release().await,
+                () = tokio::time::sleep(self.renew_interval) => {}
             }
             if !self.try_acquire_or_renew().await? {
                 return Ok(());
             }
+        }
+    }
+
+    /// Hands the Lease back if this identity holds it (clears the holder).
+    ///
+    /// # Errors
+    /// [`LeaderError`] when the Lease cannot be read or written; a conflict means someone else
+    /// already took it, which is fine.
+    pub async fn release(&self) -> Result<(), LeaderError> {
+        let Some(mut lease) = self
+            .api
+            .get_opt(&self.name)
+            .await
+            .map_err(|source| self.err("get", source))?
+        else {
+            return Ok(());
+        };
+        let Some(spec) = lease.spec.as_mut() else {
+            return Ok(());
+        };
+        if spec.holder_identity.as_deref() != Some(self.identity.as_str()) {
+            return Ok(());
+        }
+        spec.holder_identity = None;
+        spec.renew_time = None;
+        match self
+            .api
+            .replace(&self.name, &PostParams::default(), &lease)
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+            Err(source) => Err(self.err("replace", source)),
         }
     }
 
@@ -146,7 +193,9 @@ impl LeaderElector {
     ) -> LeaseSpec {
         LeaseSpec {
             holder_identity: Some(self.identity.clone()),
-            lease_duration_seconds: Some(LEASE_DURATION.as_secs() as i32),
+            lease_duration_seconds: Some(
+                i32::try_from(self.lease_duration.as_secs().max(1)).unwrap_or(i32::MAX),
+            ),
             acquire_time: Some(MicroTime(acquired)),
             renew_time: Some(MicroTime(renewed)),
             lease_transitions: Some(transitions),
