@@ -4,6 +4,17 @@ use serde_json::{Map, Value};
 
 use crate::error::Cause;
 
+/// Metadata only the server sets: dropped from a body on create, carried over from the stored
+/// object on update, never owned by a field manager.
+pub const SERVER_SET: &[&str] = &[
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+];
+
 /// Current time as kube writes it (`2026-11-30T12:00:00Z`).
 pub fn now() -> String {
     jiff::Timestamp::now()

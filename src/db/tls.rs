@@ -104,12 +104,15 @@ pub fn client_config(
     let builder = match verification {
         Verification::None => builder
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(EncryptionOnly { provider })),
+            .with_custom_certificate_verifier(Arc::new(WithoutHostName {
+                roots: None,
+                provider,
+            })),
         Verification::Chain => {
-            let roots = Arc::new(roots(ca_pem)?);
+            let roots = Some(Arc::new(roots(ca_pem)?));
             builder
                 .dangerous()
-                .with_custom_certificate_verifier(Arc::new(ChainOnly { roots, provider }))
+                .with_custom_certificate_verifier(Arc::new(WithoutHostName { roots, provider }))
         }
         Verification::Full => {
             let verifier =
@@ -144,67 +147,16 @@ fn roots(ca_pem: Option<&[u8]>) -> Result<RootCertStore, TlsError> {
     Ok(store)
 }
 
-/// Accepts any certificate but still checks the handshake signatures (libpq's `require`).
+/// Never checks the host name; always checks the handshake signatures; checks the chain only when
+/// it has roots. Without roots it is libpq's `require`/`prefer` (encryption only), with roots
+/// libpq's `verify-ca`.
 #[derive(Debug)]
-struct EncryptionOnly {
+struct WithoutHostName {
+    roots: Option<Arc<RootCertStore>>,
     provider: Arc<CryptoProvider>,
 }
 
-/// Checks the chain against the roots and ignores the host name (libpq's `verify-ca`).
-#[derive(Debug)]
-struct ChainOnly {
-    roots: Arc<RootCertStore>,
-    provider: Arc<CryptoProvider>,
-}
-
-impl ServerCertVerifier for EncryptionOnly {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.provider
-            .signature_verification_algorithms
-            .supported_schemes()
-    }
-}
-
-impl ServerCertVerifier for ChainOnly {
+impl ServerCertVerifier for WithoutHostName {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
@@ -213,14 +165,16 @@ impl ServerCertVerifier for ChainOnly {
         _ocsp_response: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        let cert = ParsedCertificate::try_from(end_entity)?;
-        verify_server_cert_signed_by_trust_anchor(
-            &cert,
-            &self.roots,
-            intermediates,
-            now,
-            self.provider.signature_verification_algorithms.all,
-        )?;
+        if let Some(roots) = &self.roots {
+            let cert = ParsedCertificate::try_from(end_entity)?;
+            verify_server_cert_signed_by_trust_anchor(
+                &cert,
+                roots,
+                intermediates,
+                now,
+                self.provider.signature_verification_algorithms.all,
+            )?;
+        }
         Ok(ServerCertVerified::assertion())
     }
 

@@ -305,10 +305,6 @@ pub fn step_statements(version: &Version, table: &QualifiedName) -> Vec<String> 
 mod tests {
     use super::*;
 
-    fn name(schema: &str, table: &str) -> QualifiedName {
-        QualifiedName::parse(Some(schema), table).unwrap()
-    }
-
     #[test]
     fn both_catalogs_are_contiguous_and_end_at_the_latest_version() {
         BoxKind::Outbox.check_contiguous().unwrap();
@@ -326,7 +322,7 @@ mod tests {
 
     #[test]
     fn steps_add_each_column_if_missing_and_v8_adds_the_index() {
-        let t = name("Sales", "Order");
+        let t = QualifiedName::parse(Some("Sales"), "Order").unwrap();
         let v8 = BoxKind::Outbox.version(8).unwrap();
         assert_eq!(
             step_statements(v8, &t),

@@ -100,10 +100,6 @@ mod tests {
     use super::*;
     use std::collections::BTreeSet;
 
-    fn name(schema: &str, table: &str) -> QualifiedName {
-        QualifiedName::parse(Some(schema), table).unwrap()
-    }
-
     #[test]
     fn the_fresh_shape_holds_every_catalog_column() {
         for kind in [BoxKind::Outbox, BoxKind::Inbox] {
@@ -122,7 +118,7 @@ mod tests {
 
     #[test]
     fn fresh_ddl_is_schema_qualified_and_uses_the_payload_type() {
-        let t = name("public", "Inbox");
+        let t = QualifiedName::parse(Some("public"), "Inbox").unwrap();
         let ddl = fresh_statements(BoxKind::Inbox, Payload::Jsonb, &t, 2);
         assert_eq!(ddl.len(), 1);
         assert!(

@@ -2,7 +2,8 @@
 //!
 //! Values may be single-quoted; inside or outside quotes a backslash escapes the next character.
 
-use super::{ConnStrError, Entry, Form, Key};
+use super::entry::{Entry, Key};
+use super::{ConnStrError, Form};
 
 /// Maps a libpq keyword (as libpq spells it, lowercase) to the setting it carries:
 /// `Some(Some(key))` for keywords the operator uses, `Some(None)` for keywords it accepts and

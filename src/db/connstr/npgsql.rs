@@ -4,7 +4,8 @@
 //! Keys are case-insensitive and ignore spaces (`SSL Mode` = `SslMode`); values may be quoted with
 //! `"` or `'`, a doubled quote standing for itself. Unknown keys are ignored (see the parent module).
 
-use super::{ConnStrError, Entry, Form, Key, split_host_ports};
+use super::entry::{Entry, Key, split_host_ports};
+use super::{ConnStrError, Form};
 
 /// Maps a normalised key (lowercase, no spaces) to its setting: `Some(Some(key))` used,
 /// `Some(None)` known and ignored, `None` unknown.

@@ -3,7 +3,8 @@
 //! User, password, hosts, database and query values are percent-decoded; query keys are libpq
 //! keywords.
 
-use super::{ConnStrError, Entry, Form, Key, keyword, split_host_ports};
+use super::entry::{Entry, Key, split_host_ports};
+use super::{ConnStrError, Form, keyword};
 
 fn syntax(position: usize, expected: &'static str) -> ConnStrError {
     ConnStrError::Syntax {
