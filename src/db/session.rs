@@ -18,7 +18,11 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const KEEPALIVE_IDLE: Duration = Duration::from_secs(30);
 /// PostgreSQL truncates `application_name` to 63 bytes (NAMEDATALEN - 1).
 const APPLICATION_NAME_MAX: usize = 63;
-const BACKEND_PID: &str = "SELECT pg_backend_pid()";
+/// Run once per session: its backend pid (to detect a pooler later) and, where the server has
+/// the setting, `idle_session_timeout` turned off for this session, so a role-level idle timeout
+/// cannot end the session while it sits idle between lock polls or holds the lock.
+const SESSION_SETUP: &str = "SELECT pg_backend_pid(), \
+     (SELECT set_config(name, '0', false) FROM pg_catalog.pg_settings WHERE name = 'idle_session_timeout')";
 
 /// Why a session could not be opened. Messages name host, port and user, never the password.
 #[derive(Debug, thiserror::Error)]
@@ -225,7 +229,7 @@ impl Session {
         let connection = spawn(connection);
         // Unnamed statement, one round trip: works through any pooler, so a pooler can be detected
         // later instead of failing here on a prepared statement that lives on another backend.
-        let backend_pid = match client.query_typed(BACKEND_PID, &[]).await {
+        let backend_pid = match client.query_typed(SESSION_SETUP, &[]).await {
             Ok(rows) => rows.first().map_or(Ok(0), |row| row.try_get::<_, i32>(0)),
             Err(source) => Err(source),
         }

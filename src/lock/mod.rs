@@ -30,15 +30,6 @@ pub const HELD_BY_ME_SQL: &str = "SELECT EXISTS (SELECT 1 FROM pg_locks \
        AND classid = (($1::int8 >> 32) & 4294967295)::oid \
        AND objid = ($1::int8 & 4294967295)::oid AND objsubid = 1)";
 
-/// Turns the role's `idle_session_timeout` (PostgreSQL 14+) off for this session: the lock wait is
-/// idle for up to [`BACKOFF_CAP`] between polls, and a role setting below that would end the
-/// session mid-wait. Returns no row on servers without the setting.
-pub const KEEP_IDLE_SESSION_SQL: &str = "SELECT set_config(name, '0', false) \
-     FROM pg_catalog.pg_settings WHERE name = 'idle_session_timeout'";
-
-/// This session's backend pid, as an unnamed statement in one round trip (works through poolers).
-pub const BACKEND_PID_SQL: &str = "SELECT pg_backend_pid()";
-
 /// Why taking, checking or releasing the lock failed. Every message names the lockKey.
 #[derive(Debug, thiserror::Error)]
 pub enum LockError {
@@ -126,8 +117,8 @@ impl LockError {
 ///
 /// The first time the lock is found held, the holder is looked up and passed to `on_contended` (so
 /// callers can publish "waiting for pid N" before the wait ends). The wait runs in autocommit: no
-/// transaction is open between polls, so the waiter holds no snapshot. The role's
-/// `idle_session_timeout` is turned off for the session first ([`KEEP_IDLE_SESSION_SQL`]).
+/// transaction is open between polls, so the waiter holds no snapshot. Sessions opened by
+/// [`crate::db::Session`] have `idle_session_timeout` off, so a role setting cannot end the wait.
 ///
 /// # Errors
 /// [`LockError::Timeout`] (naming the lockKey, the timeout and the holder), [`LockError::NullResult`],
@@ -145,13 +136,6 @@ pub async fn acquire(
 ) -> Result<AcquireReport, LockError> {
     let lock_key = identity.lock_key();
     let key = identity.key();
-    client
-        .query(KEEP_IDLE_SESSION_SQL, &[])
-        .await
-        .map_err(|source| LockError::Query {
-            lock_key: lock_key.to_owned(),
-            source,
-        })?;
     let notify = std::sync::Mutex::new(Some(on_contended));
     let result = poll_until_acquired(
         timeout,
@@ -213,40 +197,6 @@ pub async fn release(client: &Client, identity: &LockIdentity) -> Result<(), Loc
             lock_key: identity.lock_key().to_owned(),
             source,
         }),
-    }
-}
-
-/// Checks that statements on `client` still reach the backend it connected to (`connected_pid`),
-/// so that a session lock taken next would stay with this session. Call before [`acquire`].
-///
-/// # Errors
-/// [`LockError::BackendChanged`] behind a transaction- or statement-mode pooler;
-/// [`LockError::Query`] when the check failed.
-pub async fn ensure_direct_session(
-    client: &Client,
-    identity: &LockIdentity,
-    connected_pid: i32,
-) -> Result<(), LockError> {
-    let query_error = |source| LockError::Query {
-        lock_key: identity.lock_key().to_owned(),
-        source,
-    };
-    let rows = client
-        .query_typed(BACKEND_PID_SQL, &[])
-        .await
-        .map_err(query_error)?;
-    let current_pid = match rows.first() {
-        Some(row) => row.try_get::<_, i32>(0).map_err(query_error)?,
-        None => 0,
-    };
-    if current_pid == connected_pid {
-        Ok(())
-    } else {
-        Err(LockError::BackendChanged {
-            lock_key: identity.lock_key().to_owned(),
-            connected_pid,
-            current_pid,
-        })
     }
 }
 

@@ -12,12 +12,13 @@ use super::detect::{self, Decision, Facts};
 use super::history::{self, HistoryTable};
 use super::{HistoryScope, Outcome, Plan, RunError};
 use crate::db::Session;
-use crate::lock::{self, Holder, LockIdentity};
+use crate::lock::{self, Holder, LockError, LockIdentity};
 
 const BEGIN: &str = "BEGIN";
 const COMMIT: &str = "COMMIT";
 const ROLLBACK: &str = "ROLLBACK";
-const IN_RECOVERY_SQL: &str = "SELECT pg_is_in_recovery()";
+/// Unnamed statement (works through any pooler, so a pooler is detected rather than failing here).
+const PREFLIGHT_SQL: &str = "SELECT pg_backend_pid(), pg_is_in_recovery()";
 /// `SET LOCAL` with a bound value: `set_config(name, value, is_local => true)`.
 const SET_LOCAL_SQL: &str = "SELECT set_config($1, $2, true)";
 
@@ -53,10 +54,7 @@ pub async fn run(
     let session = &*session;
     let client = session.client();
     let identity = LockIdentity::for_table(&plan.table);
-    lock::ensure_direct_session(client, &identity, session.backend_pid())
-        .await
-        .map_err(RunError::from)?;
-    ensure_writable(client, plan).await?;
+    preflight(session, plan, &identity).await?;
     if let Some(at) = up_to_date_without_lock(client, plan, target).await? {
         return Ok(Outcome {
             path: super::RunPath::UpToDate,
@@ -111,15 +109,36 @@ async fn up_to_date_without_lock(
     }
 }
 
-/// Refuses a hot standby before the lock is taken.
-pub(super) async fn ensure_writable(client: &Client, plan: &Plan) -> Result<(), RunError> {
-    let row = client
-        .query_one(IN_RECOVERY_SQL, &[])
+/// Before anything else, in one round trip: refuses a session whose statements reach another
+/// backend than the one it connected to (a transaction- or statement-mode pooler, which cannot
+/// keep a session lock) and a hot standby (read-only).
+pub(super) async fn preflight(
+    session: &Session,
+    plan: &Plan,
+    identity: &LockIdentity,
+) -> Result<(), RunError> {
+    let operation = "checking the session";
+    let rows = session
+        .client()
+        .query_typed(PREFLIGHT_SQL, &[])
         .await
-        .map_err(RunError::query("checking for a hot standby", &plan.table))?;
-    let in_recovery: bool = row
+        .map_err(RunError::query(operation, &plan.table))?;
+    let Some(row) = rows.first() else {
+        return Ok(());
+    };
+    let current_pid: i32 = row
         .try_get(0)
-        .map_err(RunError::query("checking for a hot standby", &plan.table))?;
+        .map_err(RunError::query(operation, &plan.table))?;
+    let in_recovery: bool = row
+        .try_get(1)
+        .map_err(RunError::query(operation, &plan.table))?;
+    if current_pid != session.backend_pid() {
+        return Err(RunError::from(LockError::BackendChanged {
+            lock_key: identity.lock_key().to_owned(),
+            connected_pid: session.backend_pid(),
+            current_pid,
+        }));
+    }
     if in_recovery {
         return Err(RunError::ReadOnlyDatabase {
             table: plan.table.to_string(),

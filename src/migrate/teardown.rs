@@ -4,7 +4,7 @@
 use tokio_util::sync::CancellationToken;
 
 use super::history::{self, HistoryTable};
-use super::runner::{ensure_writable, locked};
+use super::runner::{locked, preflight};
 use super::{Plan, RunError, detect};
 use crate::db::Session;
 use crate::lock::{self, AcquireReport, LockIdentity};
@@ -38,8 +38,8 @@ pub async fn drop_box_table(
 ) -> Result<DropOutcome, RunError> {
     let session = &*session;
     let client = session.client();
-    ensure_writable(client, plan).await?;
     let identity = LockIdentity::for_table(&plan.table);
+    preflight(session, plan, &identity).await?;
     let report = lock::acquire(client, &identity, plan.lock_timeout, cancel, |_| ())
         .await
         .map_err(RunError::from)?;
