@@ -7,7 +7,10 @@
 //!   BENCHMARKS.md, measured here without touching `src/`.
 //! - `prepared`: the two statements prepared once and re-executed, like `pgbench -M prepared`.
 //!
-//! The runtime is multi-threaded like the `boxtable-operator` binary's. Needs `DATABASE_URL`
+//! - `*_current_thread`: `crate_api` and `prepared` again on a current-thread runtime, where the
+//!   connection task and the caller share one thread (no cross-thread wake-up per message).
+//!
+//! The main runtime is multi-threaded like the `boxtable-operator` binary's. Needs `DATABASE_URL`
 //! (`. scripts/pg.sh && pg_start`); without it the bench fails with that hint.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -85,6 +88,50 @@ fn lock_roundtrip(c: &mut Criterion) {
     group.bench_function("prepared", |b| {
         b.iter_custom(|iters| {
             runtime.block_on(async {
+                let start = Instant::now();
+                for _ in 0..iters {
+                    let row = client.query_one(&try_lock, &[&key]).await.unwrap();
+                    assert_eq!(row.get::<_, Option<bool>>(0), Some(true));
+                    let row = client.query_one(&unlock, &[&key]).await.unwrap();
+                    assert_eq!(row.get::<_, Option<bool>>(0), Some(true));
+                }
+                start.elapsed()
+            })
+        })
+    });
+    drop(session);
+
+    let local = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let session = local
+        .block_on(Session::connect(&settings, None, "boxtable-bench"))
+        .unwrap();
+    let client = session.client();
+    group.bench_function("crate_api_current_thread", |b| {
+        b.iter_custom(|iters| {
+            local.block_on(async {
+                let start = Instant::now();
+                for _ in 0..iters {
+                    lock::acquire(client, &identity, Duration::ZERO, &cancel, |_| {})
+                        .await
+                        .unwrap();
+                    lock::release(client, &identity).await.unwrap();
+                }
+                start.elapsed()
+            })
+        })
+    });
+    let (try_lock, unlock) = local.block_on(async {
+        (
+            client.prepare(TRY_LOCK_SQL).await.unwrap(),
+            client.prepare(UNLOCK_SQL).await.unwrap(),
+        )
+    });
+    group.bench_function("prepared_current_thread", |b| {
+        b.iter_custom(|iters| {
+            local.block_on(async {
                 let start = Instant::now();
                 for _ in 0..iters {
                     let row = client.query_one(&try_lock, &[&key]).await.unwrap();

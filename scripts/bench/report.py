@@ -75,13 +75,17 @@ def item2():
     api = criterion_ns("lock_roundtrip", "crate_api")
     typed = criterion_ns("lock_roundtrip", "query_typed")
     prepared = criterion_ns("lock_roundtrip", "prepared")
+    api_ct = criterion_ns("lock_roundtrip", "crate_api_current_thread")
+    prepared_ct = criterion_ns("lock_roundtrip", "prepared_current_thread")
     base = f"{pg:.1f} µs (pgbench -M prepared)" if pg else "n/a"
     if api:
         r = api / 1000 / pg if pg else None
         row("2", "lock round trip (acquire+release, open session): `lock::{acquire,release}`",
             f"{api / 1000:.1f} µs", base, ratio(api / 1000, pg), "≤ 1.2x", verdict(r is not None and r <= 1.2))
     for ns, what in ((typed, "… same SQL via `query_typed_one` (suggested fix)"),
-                     (prepared, "… same SQL, statements prepared once")):
+                     (prepared, "… same SQL, statements prepared once"),
+                     (api_ct, "… `lock::{acquire,release}` on a current-thread runtime"),
+                     (prepared_ct, "… prepared once, current-thread runtime")):
         if ns:
             row("2", what, f"{ns / 1000:.1f} µs", base, ratio(ns / 1000, pg), "(info)", "")
 
