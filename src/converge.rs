@@ -110,7 +110,24 @@ pub async fn migrate(
     on_waiting: impl FnOnce(Option<Holder>) + Send,
 ) -> Result<Outcome, ConvergeError> {
     let mut session = open(target).await?;
-    migrate::run(&mut session, plan, cancel, on_waiting)
+    migrate_on(&mut session, plan, cancel, on_waiting).await
+}
+
+/// As [`migrate`], on a session the caller already holds (to reuse one session for many tables;
+/// each run still takes and releases its own table's lock).
+///
+/// # Errors
+/// [`ConvergeError::Run`].
+///
+/// # Cancel safety
+/// As [`migrate`]. After an error, drop the session rather than reuse it.
+pub async fn migrate_on(
+    session: &mut Session,
+    plan: &Plan,
+    cancel: &CancellationToken,
+    on_waiting: impl FnOnce(Option<Holder>) + Send,
+) -> Result<Outcome, ConvergeError> {
+    migrate::run(session, plan, cancel, on_waiting)
         .await
         .map_err(|source| ConvergeError::Run {
             operation: "migration",

@@ -1,6 +1,8 @@
 //! The `migrate` command: BoxTable manifests applied straight to a database without a cluster (a
 //! Kubernetes Job, a CI step, a laptop), through the same converge path the controller uses.
 
+use std::sync::Mutex;
+
 use futures::StreamExt;
 use kube::ResourceExt;
 use serde::Serialize;
@@ -9,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 use crate::controller::secrets;
 use crate::converge::{self, Target};
 use crate::crd::{BoxTable, BoxTableStatus, GROUP, KIND, VERSION};
+use crate::db::Session;
 use crate::manifests::Manifests;
 use crate::reason::Reason;
 use crate::report::chain;
@@ -72,15 +75,61 @@ pub async fn run(
     cancel: &CancellationToken,
 ) -> Vec<TableReport> {
     let concurrency = options.concurrency.max(1);
-    let mut reports: Vec<(usize, TableReport)> = futures::stream::iter(
-        manifests.boxtables.iter().enumerate(),
-    )
-    .map(|(i, (_, bt))| async move { (i, converge_one(bt, manifests, options, cancel).await) })
-    .buffer_unordered(concurrency)
-    .collect()
-    .await;
+    let sessions = Sessions::default();
+    let sessions = &sessions;
+    let mut reports: Vec<(usize, TableReport)> =
+        futures::stream::iter(manifests.boxtables.iter().enumerate())
+            .map(|(i, (_, bt))| async move {
+                (
+                    i,
+                    converge_one(bt, manifests, options, sessions, cancel).await,
+                )
+            })
+            .buffer_unordered(concurrency)
+            .collect()
+            .await;
     reports.sort_by_key(|(i, _)| *i);
     reports.into_iter().map(|(_, r)| r).collect()
+}
+
+/// Which database a session reaches: connection string and CA bundle.
+type SessionKey = (String, Option<Vec<u8>>);
+
+/// Idle sessions kept between tables, so a run over many tables does not pay a connection
+/// handshake per table; at most `--concurrency` are ever open per database.
+#[derive(Default)]
+struct Sessions(Mutex<Vec<(SessionKey, Session)>>);
+
+impl Sessions {
+    fn take(&self, key: &SessionKey) -> Option<Session> {
+        let mut idle = self.0.lock().ok()?;
+        let at = idle.iter().position(|(k, _)| k == key)?;
+        Some(idle.swap_remove(at).1)
+    }
+
+    fn give_back(&self, key: SessionKey, session: Session) {
+        if let Ok(mut idle) = self.0.lock() {
+            idle.push((key, session));
+        }
+    }
+}
+
+/// Migrates on an idle session for the same database when there is one; the session is kept
+/// only after a clean run (after a failure it may be mid-cancel or broken, so it is closed).
+async fn migrate_reusing(
+    sessions: &Sessions,
+    key: SessionKey,
+    target: &Target<'_>,
+    plan: &crate::migrate::Plan,
+    cancel: &CancellationToken,
+) -> Result<crate::migrate::Outcome, converge::ConvergeError> {
+    let mut session = match sessions.take(&key) {
+        Some(session) if !session.is_closed() => session,
+        _ => converge::open(target).await?,
+    };
+    let outcome = converge::migrate_on(&mut session, plan, cancel, |_| {}).await?;
+    sessions.give_back(key, session);
+    Ok(outcome)
 }
 
 /// Where `bt`'s table lives: the command-line URL, else its Secret from the files; with the CA
@@ -123,6 +172,7 @@ async fn converge_one(
     bt: &BoxTable,
     manifests: &Manifests,
     options: &Options,
+    sessions: &Sessions,
     cancel: &CancellationToken,
 ) -> TableReport {
     let generation = bt.metadata.generation.unwrap_or(1);
@@ -153,7 +203,8 @@ async fn converge_one(
                     Err(error) => error.observed(),
                 }
             } else {
-                match converge::migrate(&target, plan, cancel, |_| {}).await {
+                let key = (connection_string.clone(), ca_pem.clone());
+                match migrate_reusing(sessions, key, &target, plan, cancel).await {
                     Ok(outcome) => Observed::Succeeded(outcome),
                     Err(error) => error.observed(),
                 }

@@ -133,17 +133,27 @@ fn main() -> ExitCode {
     match cli.command {
         Some(Command::Key(args)) => key(&args),
         Some(Command::Crd) => print_crd(),
-        Some(Command::Migrate(args)) => block_on(migrate(args)),
-        Some(Command::Run(args)) => block_on(run(args)),
-        None => block_on(run(RunArgs::parse_from(["boxtable-operator"]))),
+        Some(Command::Migrate(args)) => {
+            block_on(tokio::runtime::Builder::new_current_thread(), migrate(args))
+        }
+        Some(Command::Run(args)) => {
+            block_on(tokio::runtime::Builder::new_multi_thread(), run(args))
+        }
+        None => block_on(
+            tokio::runtime::Builder::new_multi_thread(),
+            run(RunArgs::parse_from(["boxtable-operator"])),
+        ),
     }
 }
 
-fn block_on(work: impl std::future::Future<Output = ExitCode>) -> ExitCode {
-    match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+/// Runs `work` on a runtime from `builder`; the controller uses several threads, while the
+/// one-shot `migrate` command does a few sessions' worth of I/O and answers each round trip
+/// sooner on one thread.
+fn block_on(
+    mut builder: tokio::runtime::Builder,
+    work: impl std::future::Future<Output = ExitCode>,
+) -> ExitCode {
+    match builder.enable_all().build() {
         Ok(runtime) => runtime.block_on(work),
         Err(error) => {
             eprintln!("boxtable-operator: cannot start the async runtime: {error}");

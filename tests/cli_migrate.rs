@@ -237,3 +237,49 @@ fn files_without_boxtables_are_a_usage_error() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr.contains("no BoxTable manifests"), "{stderr}");
 }
+
+#[tokio::test]
+async fn many_tables_share_at_most_concurrency_sessions() {
+    let db = support::fresh_db().await;
+    let dir = tempfile::tempdir().unwrap();
+    let manifests: String = (1..=6)
+        .map(|i| {
+            format!(
+                "---\n{}",
+                OUTBOX
+                    .replace("name: orders", &format!("name: orders-{i}"))
+                    .replace(
+                        "  box: Outbox\n",
+                        &format!("  box: Outbox\n  table: outbox_{i}\n"),
+                    )
+            )
+        })
+        .collect();
+    let file = write(dir.path(), "six.yaml", &manifests);
+    let client = db.connect().await;
+    let sessions = || async {
+        client
+            .query_one(
+                "SELECT sessions FROM pg_stat_database WHERE datname = current_database()",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get::<_, i64>(0)
+    };
+    let before = sessions().await;
+
+    let out = migrate(&["-f", &file, "--concurrency", "2"], Some(&db.url))
+        .output()
+        .unwrap();
+
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert_eq!(statuses(&stdout).len(), 6);
+    // pg_stat_database is updated when a session ends; the command has exited.
+    let opened = sessions().await - before;
+    assert!(
+        (1..=2).contains(&opened),
+        "six tables opened {opened} sessions"
+    );
+}

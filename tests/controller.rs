@@ -362,3 +362,16 @@ async fn shutdown_abandons_a_lock_wait_promptly_and_leaves_no_session_behind() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn readiness_turns_true_once_the_boxtable_cache_has_synced() {
+    let h = Harness::start().await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !h.readiness.is_ready() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "/readyz never became ready"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}

@@ -36,6 +36,9 @@ pub use reconcile::{Context, ReconcileError};
 /// The name of the leader-election Lease and the events' reporting controller.
 pub const CONTROLLER_NAME: &str = "boxtable-operator";
 
+/// How often readiness asks whether the BoxTable cache has synced.
+const READINESS_POLL: Duration = Duration::from_millis(250);
+
 /// How the controller runs.
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -155,8 +158,18 @@ pub async fn run(
         let readiness = readiness.clone();
         let ready_store = store.clone();
         tokio::spawn(async move {
-            if ready_store.wait_until_ready().await.is_ok() {
-                readiness.set_ready();
+            // The store's readiness signal wakes only its latest waiter (the controller itself
+            // waits on it too), so ask again until it answers.
+            loop {
+                let wait = ready_store.wait_until_ready();
+                match tokio::time::timeout(READINESS_POLL, wait).await {
+                    Ok(Ok(())) => {
+                        readiness.set_ready();
+                        return;
+                    }
+                    Ok(Err(_)) => return,
+                    Err(_) => {}
+                }
             }
         });
         let graceful = stop.clone();

@@ -22,7 +22,8 @@ const APPLICATION_NAME_MAX: usize = 63;
 /// the setting, `idle_session_timeout` turned off for this session, so a role-level idle timeout
 /// cannot end the session while it sits idle between lock polls or holds the lock.
 const SESSION_SETUP: &str = "SELECT pg_backend_pid(), \
-     (SELECT set_config(name, '0', false) FROM pg_catalog.pg_settings WHERE name = 'idle_session_timeout')";
+     CASE WHEN current_setting('server_version_num')::int >= 140000 \
+          THEN set_config('idle_session_timeout', '0', false) END";
 
 /// Why a session could not be opened. Messages name host, port and user, never the password.
 #[derive(Debug, thiserror::Error)]

@@ -17,6 +17,7 @@ pub use poll::{
 
 use std::time::Duration;
 use tokio_postgres::Client;
+use tokio_postgres::types::Type;
 use tokio_util::sync::CancellationToken;
 
 /// Takes the lock without waiting; `NULL` is reported as `None`.
@@ -141,7 +142,9 @@ pub async fn acquire(
         timeout,
         cancel,
         || async move {
-            let row = client.query_one(TRY_LOCK_SQL, &[&key]).await?;
+            let row = client
+                .query_typed_one(TRY_LOCK_SQL, &[(&key, Type::INT8)])
+                .await?;
             row.try_get::<_, Option<bool>>(0)
         },
         |_attempt| {
@@ -182,7 +185,7 @@ pub async fn acquire(
 /// query failed.
 pub async fn release(client: &Client, identity: &LockIdentity) -> Result<(), LockError> {
     let row = client
-        .query_one(UNLOCK_SQL, &[&identity.key()])
+        .query_typed_one(UNLOCK_SQL, &[(&identity.key(), Type::INT8)])
         .await
         .map_err(|source| LockError::Query {
             lock_key: identity.lock_key().to_owned(),
@@ -207,7 +210,7 @@ pub async fn release(client: &Client, identity: &LockIdentity) -> Result<(), Loc
 /// [`LockError::Lost`] when it does not; [`LockError::Query`] when the check failed.
 pub async fn ensure_still_held(client: &Client, identity: &LockIdentity) -> Result<(), LockError> {
     let row = client
-        .query_one(HELD_BY_ME_SQL, &[&identity.key()])
+        .query_typed_one(HELD_BY_ME_SQL, &[(&identity.key(), Type::INT8)])
         .await
         .map_err(|source| LockError::Query {
             lock_key: identity.lock_key().to_owned(),

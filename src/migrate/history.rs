@@ -5,13 +5,14 @@
 //! lowercased schema and table names. Every value goes through a `$n` parameter.
 
 use tokio_postgres::Client;
+use tokio_postgres::types::Type;
 
 use super::{HistoryScope, RunError};
 use crate::ident::{DEFAULT_SCHEMA, Ident, QualifiedName};
 
 /// The history table's name (quoted, mixed case).
 pub const HISTORY_TABLE: &str = "\"__BrighterMigrationHistory\"";
-/// The history table's unquoted name, for `information_schema` lookups.
+/// The history table's unquoted name, for catalog lookups.
 pub const HISTORY_TABLE_NAME: &str = "__BrighterMigrationHistory";
 
 /// SQLSTATEs that mean another session created the history table at the same moment.
@@ -21,8 +22,8 @@ const SAVEPOINT: &str = "SAVEPOINT boxtable_history";
 const ROLLBACK_TO_SAVEPOINT: &str = "ROLLBACK TO SAVEPOINT boxtable_history";
 const RELEASE_SAVEPOINT: &str = "RELEASE SAVEPOINT boxtable_history";
 
-const EXISTS_SQL: &str = "SELECT EXISTS (SELECT 1 FROM information_schema.tables \
-     WHERE table_schema = $1 AND table_name = $2)";
+const EXISTS_SQL: &str = "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class \
+     WHERE relnamespace = (SELECT oid FROM pg_catalog.pg_namespace WHERE nspname = $1) AND relname = $2)";
 
 /// Where a box table's history rows live.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -122,7 +123,13 @@ pub async fn exists(
     table: &QualifiedName,
 ) -> Result<bool, RunError> {
     let row = client
-        .query_one(EXISTS_SQL, &[&history.schema_name(), &HISTORY_TABLE_NAME])
+        .query_typed_one(
+            EXISTS_SQL,
+            &[
+                (&history.schema_name(), Type::TEXT),
+                (&HISTORY_TABLE_NAME, Type::TEXT),
+            ],
+        )
         .await
         .map_err(RunError::query("looking up the history table", table))?;
     row.try_get(0)
@@ -204,9 +211,12 @@ pub async fn max_version(
     table: &QualifiedName,
 ) -> Result<Option<i32>, RunError> {
     let row = client
-        .query_one(
+        .query_typed_one(
             &history.max_version_sql(),
-            &[&table.schema.as_str(), &table.table.as_str()],
+            &[
+                (&table.schema.as_str(), Type::TEXT),
+                (&table.table.as_str(), Type::TEXT),
+            ],
         )
         .await
         .map_err(RunError::query("reading the migration history", table))?;

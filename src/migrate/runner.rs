@@ -5,6 +5,7 @@
 use std::future::Future;
 
 use tokio_postgres::Client;
+use tokio_postgres::types::Type;
 use tokio_util::sync::CancellationToken;
 
 use super::catalog::{fresh_statements, step_statements};
@@ -215,7 +216,7 @@ async fn set_local(client: &Client, plan: &Plan) -> Result<(), RunError> {
         let Some(value) = value else { continue };
         let millis = format!("{}ms", value.as_millis().max(1));
         client
-            .query_one(SET_LOCAL_SQL, &[&name, &millis])
+            .query_typed_one(SET_LOCAL_SQL, &[(&name, Type::TEXT), (&millis, Type::TEXT)])
             .await
             .map_err(RunError::query("setting the DDL timeouts", &plan.table))?;
     }

@@ -142,6 +142,7 @@ pub struct Harness {
     pub client: Client,
     pub db: TestDb,
     pub metrics: Arc<Metrics>,
+    pub readiness: Readiness,
     pub shutdown: CancellationToken,
     pub logs: CapturedLogs,
     controller: Option<JoinHandle<Result<(), RunError>>>,
@@ -209,6 +210,7 @@ impl HarnessBuilder {
             .await
             .unwrap();
         let metrics = Arc::new(Metrics::new());
+        let readiness = Readiness::new();
         let shutdown = CancellationToken::new();
         let settings = Settings {
             namespaces: vec![NAMESPACE.to_owned()],
@@ -222,7 +224,7 @@ impl HarnessBuilder {
             client.clone(),
             settings,
             metrics.clone(),
-            Readiness::new(),
+            readiness.clone(),
             shutdown.clone(),
         ));
         let harness = Harness {
@@ -230,6 +232,7 @@ impl HarnessBuilder {
             client,
             db,
             metrics,
+            readiness,
             shutdown,
             logs,
             controller: Some(controller),
