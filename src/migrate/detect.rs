@@ -9,8 +9,6 @@ use tokio_postgres::types::Type;
 use super::{BoxKind, Payload, Plan, RunError, RunPath};
 use crate::ident::QualifiedName;
 
-const SCHEMA_EXISTS_SQL: &str =
-    "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = $1)";
 /// The table's columns straight from the catalog, looked up by namespace oid and name (an index
 /// lookup; the `information_schema` views take tens of milliseconds once there are hundreds of
 /// same-named tables in other schemas). No row: no table; one row with a NULL name: a table
@@ -20,6 +18,37 @@ const COLUMNS_SQL: &str = "SELECT a.attname::text, pg_catalog.format_type(a.attt
      LEFT JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped \
      WHERE c.relnamespace = (SELECT oid FROM pg_catalog.pg_namespace WHERE nspname = $1) \
        AND c.relname = $2 AND c.relkind IN ('r', 'p', 'v', 'f')";
+
+/// Everything about the box table's place in the catalog, in one round trip: whether its schema
+/// exists, whether a history table exists in `public` and in the box schema, and the table's
+/// columns (`$1` schema, `$2` table, `$3` history table name).
+const CATALOG_SQL: &str = "SELECT \
+       EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = $1), \
+       EXISTS (SELECT 1 FROM pg_catalog.pg_class WHERE relname = $3 \
+               AND relnamespace = (SELECT oid FROM pg_catalog.pg_namespace WHERE nspname = 'public')), \
+       EXISTS (SELECT 1 FROM pg_catalog.pg_class WHERE relname = $3 \
+               AND relnamespace = (SELECT oid FROM pg_catalog.pg_namespace WHERE nspname = $1)), \
+       t.oid IS NOT NULL, \
+       ARRAY(SELECT a.attname::text FROM pg_catalog.pg_attribute a \
+             WHERE a.attrelid = t.oid AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum), \
+       ARRAY(SELECT pg_catalog.format_type(a.atttypid, NULL) FROM pg_catalog.pg_attribute a \
+             WHERE a.attrelid = t.oid AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum) \
+     FROM (SELECT (SELECT c.oid FROM pg_catalog.pg_class c \
+             WHERE c.relnamespace = (SELECT oid FROM pg_catalog.pg_namespace WHERE nspname = $1) \
+               AND c.relname = $2 AND c.relkind IN ('r', 'p', 'v', 'f')) AS oid) t";
+
+/// What the catalog says about a box table (see [`catalog`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Catalog {
+    /// The box table's schema exists.
+    pub schema_exists: bool,
+    /// `public."__BrighterMigrationHistory"` exists.
+    pub history_in_public: bool,
+    /// A history table exists in the box table's own schema.
+    pub history_in_schema: bool,
+    /// The table's columns, `None` when it does not exist.
+    pub table: Option<TableShape>,
+}
 
 /// An existing table's columns: lowercase name to data type (as `format_type` spells it).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -245,17 +274,44 @@ pub fn decide(
     }
 }
 
-/// Whether the schema exists.
+/// Reads [`Catalog`] for `table` in one round trip.
 ///
 /// # Errors
 /// [`RunError`] classified from the database error.
-pub async fn schema_exists(client: &Client, table: &QualifiedName) -> Result<bool, RunError> {
+pub async fn catalog(client: &Client, table: &QualifiedName) -> Result<Catalog, RunError> {
+    let op = "reading the catalog";
     let row = client
-        .query_typed_one(SCHEMA_EXISTS_SQL, &[(&table.schema.as_str(), Type::TEXT)])
+        .query_typed_one(
+            CATALOG_SQL,
+            &[
+                (&table.schema.as_str(), Type::TEXT),
+                (&table.table.as_str(), Type::TEXT),
+                (&super::history::HISTORY_TABLE_NAME, Type::TEXT),
+            ],
+        )
         .await
-        .map_err(RunError::query("looking up the schema", table))?;
-    row.try_get(0)
-        .map_err(RunError::query("looking up the schema", table))
+        .map_err(RunError::query(op, table))?;
+    let get_bool = |i| {
+        row.try_get::<_, bool>(i)
+            .map_err(RunError::query(op, table))
+    };
+    let (schema_exists, history_in_public, history_in_schema, table_exists) =
+        (get_bool(0)?, get_bool(1)?, get_bool(2)?, get_bool(3)?);
+    let shape = if table_exists {
+        let names: Vec<String> = row.try_get(4).map_err(RunError::query(op, table))?;
+        let types: Vec<String> = row.try_get(5).map_err(RunError::query(op, table))?;
+        Some(TableShape {
+            columns: names.into_iter().zip(types).collect(),
+        })
+    } else {
+        None
+    };
+    Ok(Catalog {
+        schema_exists,
+        history_in_public,
+        history_in_schema,
+        table: shape,
+    })
 }
 
 /// The table's columns, or `None` when it does not exist.

@@ -230,7 +230,8 @@ pub(super) async fn read_facts(
     ensure: bool,
 ) -> Result<Facts, RunError> {
     let table = &plan.table;
-    if !detect::schema_exists(client, table).await? {
+    let catalog = detect::catalog(client, table).await?;
+    if !catalog.schema_exists {
         return Err(RunError::SchemaNotFound {
             schema: table.schema.to_string(),
         });
@@ -244,19 +245,27 @@ pub(super) async fn read_facts(
         }
         history_version = history::max_version(client, &history, table).await?;
     } else {
-        let mut sources = vec![history.clone()];
-        if plan.history_scope == HistoryScope::PerSchema && history != HistoryTable::Public {
+        let in_scope = match history {
+            HistoryTable::Public => catalog.history_in_public,
+            HistoryTable::InSchema(_) => catalog.history_in_schema,
+        };
+        let mut sources = Vec::new();
+        if in_scope {
+            sources.push(history.clone());
+        }
+        if plan.history_scope == HistoryScope::PerSchema
+            && history != HistoryTable::Public
+            && catalog.history_in_public
+        {
             sources.push(HistoryTable::Public);
         }
         for source in sources {
-            if history::exists(client, &source, table).await? {
-                let v = history::max_version(client, &source, table).await?;
-                history_version = history_version.max(v);
-            }
+            let v = history::max_version(client, &source, table).await?;
+            history_version = history_version.max(v);
         }
     }
     Ok(Facts {
-        table: detect::table_shape(client, table).await?,
+        table: catalog.table,
         history_version,
     })
 }
