@@ -205,3 +205,51 @@ async fn cancelling_a_run_mid_statement_rolls_back_and_releases_the_lock() {
         "the next run succeeds"
     );
 }
+
+#[tokio::test]
+async fn a_waiter_stops_waiting_once_the_holder_has_brought_the_table_up_to_date() {
+    let db = support::fresh_db().await;
+    let plan = outbox("Outbox")
+        .lock_timeout(Duration::from_secs(30))
+        .build();
+    let key = LockIdentity::for_table(&plan.table).key();
+    // A Brighter application holds the lock for a long time and provisions the table while the
+    // operator waits: it keeps the lock after its migration has committed.
+    let holder = db.connect().await;
+    holder
+        .query_one("SELECT pg_advisory_lock($1)", &[&key])
+        .await
+        .unwrap();
+    let provisioner = db.url.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let provisioned = support::connect(&provisioner).await;
+        outbox_at(&provisioned, "public.outbox", 8, 0).await;
+        write_history(
+            &provisioned,
+            "public",
+            "public",
+            "outbox",
+            8,
+            "fresh install at V8",
+        )
+        .await;
+    });
+
+    let started = std::time::Instant::now();
+    let outcome = run(&db, &plan).await.unwrap();
+
+    assert_eq!(outcome.path, RunPath::UpToDate);
+    assert!(outcome.lock.is_none(), "the lock was never needed");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "left as soon as the table was up to date, not at the holder's release: {:?}",
+        started.elapsed()
+    );
+    let locked: bool = holder
+        .query_one("SELECT pg_advisory_unlock($1)", &[&key])
+        .await
+        .unwrap()
+        .get(0);
+    assert!(locked, "the holder still had the lock all along");
+}

@@ -15,6 +15,7 @@ pub use poll::{
     AcquireReport, BACKOFF_CAP, FIRST_DELAY, PollError, next_delay, poll_until_acquired,
 };
 
+use std::future::Future;
 use std::time::Duration;
 use tokio_postgres::Client;
 use tokio_postgres::types::Type;
@@ -135,6 +136,56 @@ pub async fn acquire(
     cancel: &CancellationToken,
     on_contended: impl FnOnce(Option<Holder>) + Send,
 ) -> Result<AcquireReport, LockError> {
+    match acquire_while_needed(client, identity, timeout, cancel, on_contended, || async {
+        true
+    })
+    .await?
+    {
+        Wait::Acquired(report) => Ok(report),
+        // `still_needed` above never says no.
+        Wait::NotNeeded { attempts } => Err(LockError::Timeout {
+            lock_key: identity.lock_key().to_owned(),
+            timeout,
+            holder: None,
+            attempts,
+        }),
+    }
+}
+
+/// How a wait for the lock ended without an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wait {
+    /// The lock is held by this session.
+    Acquired(AcquireReport),
+    /// While waiting, `still_needed` said the work was already done; the lock was not taken.
+    NotNeeded {
+        /// Tries made.
+        attempts: u32,
+    },
+}
+
+/// As [`acquire`], but after each failed try `still_needed` is asked whether the lock is still
+/// worth waiting for; when it answers `false` (for example, the holder has just brought the table
+/// up to date), the wait ends at once with [`Wait::NotNeeded`] instead of queueing for a lock that
+/// would only confirm there is nothing to do.
+///
+/// # Errors
+/// As [`acquire`].
+///
+/// # Cancel safety
+/// As [`acquire`].
+pub async fn acquire_while_needed<F, Fut>(
+    client: &Client,
+    identity: &LockIdentity,
+    timeout: Duration,
+    cancel: &CancellationToken,
+    on_contended: impl FnOnce(Option<Holder>) + Send,
+    mut still_needed: F,
+) -> Result<Wait, LockError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
     let lock_key = identity.lock_key();
     let key = identity.key();
     let notify = std::sync::Mutex::new(Some(on_contended));
@@ -149,16 +200,19 @@ pub async fn acquire(
         },
         |_attempt| {
             let first = notify.lock().ok().and_then(|mut slot| slot.take());
+            let needed = still_needed();
             async move {
                 if let Some(first) = first {
                     first(find_holder(client, identity).await.ok().flatten());
                 }
+                needed.await
             }
         },
     )
     .await;
     match result {
-        Ok(report) => Ok(report),
+        Ok(report) => Ok(Wait::Acquired(report)),
+        Err(PollError::NotNeeded { attempts }) => Ok(Wait::NotNeeded { attempts }),
         Err(PollError::Try(source)) => Err(LockError::Query {
             lock_key: lock_key.to_owned(),
             source,

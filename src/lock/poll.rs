@@ -37,6 +37,11 @@ pub enum PollError<E> {
     },
     /// The cancellation token fired during a wait.
     Cancelled,
+    /// `on_contended` said the lock is no longer needed (someone else already did the work).
+    NotNeeded {
+        /// Tries made.
+        attempts: u32,
+    },
 }
 
 /// The wait after `delay`: doubled, capped at [`BACKOFF_CAP`].
@@ -46,7 +51,8 @@ pub fn next_delay(delay: Duration) -> Duration {
 
 /// Calls `try_lock` until it yields `Some(true)`, waiting with backoff in between.
 ///
-/// `on_contended(n)` runs after the n-th failed try, before the wait. The last wait is cut short at
+/// `on_contended(n)` runs after the n-th failed try, before the wait; when it answers `false` the
+/// lock is no longer needed and the loop stops with [`PollError::NotNeeded`]. The last wait is cut short at
 /// the deadline so that a final try happens exactly when the timeout expires; a timeout of zero
 /// means exactly one try.
 ///
@@ -66,7 +72,7 @@ where
     T: FnMut() -> TFut,
     TFut: Future<Output = Result<Option<bool>, E>>,
     C: FnMut(u32) -> CFut,
-    CFut: Future<Output = ()>,
+    CFut: Future<Output = bool>,
 {
     let started = Instant::now();
     let deadline = started + timeout;
@@ -91,7 +97,9 @@ where
         if now >= deadline {
             return Err(PollError::TimedOut { attempts });
         }
-        on_contended(attempts).await;
+        if !on_contended(attempts).await {
+            return Err(PollError::NotNeeded { attempts });
+        }
         let wait = delay.min(deadline.saturating_duration_since(Instant::now()));
         tokio::select! {
             () = cancel.cancelled() => return Err(PollError::Cancelled),
@@ -123,7 +131,7 @@ mod tests {
                 let n = tries.borrow().len() as u32;
                 async move { Ok::<_, ()>(Some(free_at != 0 && n >= free_at)) }
             },
-            |_| async {},
+            |_| async { true },
         )
         .await;
         (result, tries.into_inner())
@@ -166,7 +174,7 @@ mod tests {
             Duration::from_secs(5),
             &cancel,
             || async { Ok::<_, ()>(None) },
-            |_| async {},
+            |_| async { true },
         )
         .await;
         assert!(matches!(result, Err(PollError::Null)));
@@ -185,11 +193,30 @@ mod tests {
             Duration::from_secs(3600),
             &cancel,
             || async { Ok::<_, ()>(Some(false)) },
-            |_| async {},
+            |_| async { true },
         )
         .await;
         assert!(matches!(result, Err(PollError::Cancelled)));
         assert_eq!(start.elapsed(), Duration::from_millis(1_250));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_wait_that_is_no_longer_needed_stops_at_the_next_check() {
+        let cancel = CancellationToken::new();
+        let start = Instant::now();
+        let result = poll_until_acquired(
+            Duration::from_secs(60),
+            &cancel,
+            || async { Ok::<_, ()>(Some(false)) },
+            |attempt| async move { attempt < 3 },
+        )
+        .await;
+        assert!(matches!(result, Err(PollError::NotNeeded { attempts: 3 })));
+        assert_eq!(
+            start.elapsed(),
+            Duration::from_millis(300),
+            "stopped before the third wait"
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -207,7 +234,7 @@ mod tests {
             },
             |attempt| {
                 seen.borrow_mut().push(attempt);
-                async {}
+                async { true }
             },
         )
         .await;

@@ -236,7 +236,7 @@ impl Payload {
         }
     }
 
-    /// The mode for a column type as `information_schema.columns.data_type` names it.
+    /// The mode for a column type as `format_type` (and `information_schema`) names it.
     pub fn from_data_type(data_type: &str) -> Option<Self> {
         match data_type {
             "text" => Some(Payload::Text),

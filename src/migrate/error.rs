@@ -93,7 +93,7 @@ pub enum RunError {
         table: String,
         /// The payload column.
         column: &'static str,
-        /// The type found (`information_schema` name).
+        /// The type found (as `format_type` names it).
         found: String,
         /// The mode asked for.
         asked: super::Payload,

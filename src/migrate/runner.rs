@@ -13,7 +13,7 @@ use super::detect::{self, Decision, Facts};
 use super::history::{self, HistoryTable};
 use super::{HistoryScope, Outcome, Plan, RunError};
 use crate::db::Session;
-use crate::lock::{self, Holder, LockError, LockIdentity};
+use crate::lock::{self, Holder, LockError, LockIdentity, Wait};
 
 const BEGIN: &str = "BEGIN";
 const COMMIT: &str = "COMMIT";
@@ -56,20 +56,47 @@ pub async fn run(
     let client = session.client();
     let identity = LockIdentity::for_table(&plan.table);
     preflight(session, plan, &identity).await?;
+    let up_to_date = |at: u32| Outcome {
+        path: super::RunPath::UpToDate,
+        from_version: at,
+        to_version: at,
+        target_version: target,
+        lock: None,
+        started,
+        duration: clock.elapsed(),
+    };
     if let Some(at) = up_to_date_without_lock(client, plan, target).await? {
-        return Ok(Outcome {
-            path: super::RunPath::UpToDate,
-            from_version: at,
-            to_version: at,
-            target_version: target,
-            lock: None,
-            started,
-            duration: clock.elapsed(),
-        });
+        return Ok(up_to_date(at));
     }
-    let report = lock::acquire(client, &identity, plan.lock_timeout, cancel, on_waiting)
-        .await
-        .map_err(RunError::from)?;
+    // While another session holds the lock, check after each failed try whether it has already
+    // brought the table up to date: then there is nothing left to wait for.
+    let done_by_holder = std::sync::atomic::AtomicU32::new(0);
+    let wait = lock::acquire_while_needed(
+        client,
+        &identity,
+        plan.lock_timeout,
+        cancel,
+        on_waiting,
+        || async {
+            match up_to_date_without_lock(client, plan, target).await {
+                Ok(Some(at)) => {
+                    done_by_holder.store(at, std::sync::atomic::Ordering::Relaxed);
+                    false
+                }
+                _ => true,
+            }
+        },
+    )
+    .await
+    .map_err(RunError::from)?;
+    let report = match wait {
+        Wait::Acquired(report) => report,
+        Wait::NotNeeded { .. } => {
+            return Ok(up_to_date(
+                done_by_holder.load(std::sync::atomic::Ordering::Relaxed),
+            ));
+        }
+    };
     let decision = locked(
         session,
         plan,
