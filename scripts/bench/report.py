@@ -82,7 +82,7 @@ def item2():
         r = api / 1000 / pg if pg else None
         row("2", "lock round trip (acquire+release, open session): `lock::{acquire,release}`",
             f"{api / 1000:.1f} µs", base, ratio(api / 1000, pg), "≤ 1.2x", verdict(r is not None and r <= 1.2))
-    for ns, what in ((typed, "… same SQL via `query_typed_one` (suggested fix)"),
+    for ns, what in ((typed, "… same SQL via `query_typed_one` (in the bench itself)"),
                      (prepared, "… same SQL, statements prepared once"),
                      (api_ct, "… `lock::{acquire,release}` on a current-thread runtime"),
                      (prepared_ct, "… prepared once, current-thread runtime")):
