@@ -192,12 +192,22 @@ pub async fn wait_until_paused(client: &Client, app: &str) {
     .await;
 }
 
-/// Waits until the migrate session is polling for Brighter's lock.
+/// Waits until the migrate session is polling for Brighter's lock: idle between tries, its last
+/// statement either the try itself or the "has the holder finished the work?" catalog check that
+/// follows each failed try.
 pub async fn wait_until_polling(client: &Client, app: &str) {
     wait_until(
         "the migrate session polls pg_try_advisory_lock",
         Duration::from_secs(20),
-        || async { backends(client, app, "query LIKE '%pg_try_advisory_lock%'").await == 1 },
+        || async {
+            backends(
+                client,
+                app,
+                "state = 'idle' AND (query LIKE '%pg_try_advisory_lock%' OR query LIKE '%format_type%')",
+            )
+            .await
+                == 1
+        },
     )
     .await;
 }
