@@ -90,14 +90,7 @@ async fn kubectl_apply_of_the_examples_gets_every_boxtable_ready_and_get_wide_sh
     let secret = format!(
         "apiVersion: v1\nkind: Secret\nmetadata:\n  name: shop-db\n  namespace: shop\nstringData:\n  connectionString: {npgsql:?}\n"
     );
-    let out = cluster
-        .kubectl_with_stdin(&["apply", "-f", "-"], Some(secret))
-        .await;
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    cluster.apply(secret).await;
 
     for name in [
         "orders-outbox",
@@ -182,14 +175,7 @@ async fn two_operator_processes_migrate_twenty_boxtables_exactly_once() {
             )
         })
         .collect();
-    let out = cluster
-        .kubectl_with_stdin(&["apply", "-f", "-"], Some(manifests))
-        .await;
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    cluster.apply(manifests).await;
     cluster
         .kubectl_ok(&[
             "-n",
@@ -255,12 +241,7 @@ async fn a_sigkilled_operator_leaves_no_partial_table_or_lock_and_a_restart_conv
         .unwrap();
     let before = columns(&cluster, "victim").await;
     let operator = cluster.operator("kill", "e2e-killed");
-    cluster
-        .kubectl_with_stdin(
-            &["apply", "-f", "-"],
-            Some(boxtable("kill", "victim", "victim")),
-        )
-        .await;
+    cluster.apply(boxtable("kill", "victim", "victim")).await;
 
     // Wait until the operator is inside its migration transaction, blocked on the first ALTER.
     let observer = connect(&cluster.db.url).await;
@@ -366,14 +347,7 @@ async fn the_operator_converges_through_api_server_errors_conflicts_and_dropped_
             )
         })
         .collect();
-    let out = cluster
-        .kubectl_with_stdin(&["apply", "-f", "-"], Some(manifests))
-        .await;
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    cluster.apply(manifests).await;
     for _ in 0..3 {
         tokio::time::sleep(Duration::from_millis(300)).await;
         cluster.api.drop_watches();
@@ -453,14 +427,7 @@ async fn invalid_manifests_are_refused_by_kubectl_apply_and_nothing_reaches_the_
     }
 
     // Changing the table of an existing BoxTable is refused by the CEL immutability rule.
-    let out = cluster
-        .kubectl_with_stdin(&["apply", "-f", "-"], Some(valid.clone()))
-        .await;
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    cluster.apply(valid.clone()).await;
     cluster
         .kubectl_ok(&[
             "-n",

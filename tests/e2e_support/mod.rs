@@ -118,6 +118,18 @@ impl Cluster {
         String::from_utf8(out.stdout).unwrap()
     }
 
+    /// `kubectl apply -f -` of `yaml`, which must succeed.
+    pub async fn apply(&self, yaml: String) {
+        let out = self
+            .kubectl_with_stdin(&["apply", "-f", "-"], Some(yaml))
+            .await;
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
     /// Creates namespace `ns` and Secret `name` holding this test database's URL.
     pub async fn secret(&self, ns: &str, name: &str) {
         let _ = self.kubectl(&["create", "namespace", ns]).await;
