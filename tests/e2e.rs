@@ -31,6 +31,32 @@ async fn advisory_locks(cluster: &Cluster) -> i64 {
         .get(0)
 }
 
+/// Operator sessions (application_name `boxtable-operator/<namespace>/...`) in the test database.
+async fn operator_sessions(observer: &tokio_postgres::Client, namespace: &str) -> i64 {
+    observer
+        .query_one(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE $1",
+            &[&format!("boxtable-operator/{namespace}/%")],
+        )
+        .await
+        .unwrap()
+        .get(0)
+}
+
+/// Waits until no operator session for `namespace` is left.
+async fn wait_until_no_sessions(
+    cluster: &Cluster,
+    observer: &tokio_postgres::Client,
+    namespace: &str,
+    what: &str,
+) {
+    cluster
+        .eventually(what, WAIT, || async {
+            (operator_sessions(observer, namespace).await == 0).then_some(())
+        })
+        .await;
+}
+
 async fn history_rows(cluster: &Cluster, table: &str) -> Vec<(i32, String)> {
     let client = connect(&cluster.db.url).await;
     client
@@ -197,19 +223,13 @@ async fn two_operator_processes_migrate_twenty_boxtables_exactly_once() {
         );
     }
     let observer = connect(&cluster.db.url).await;
-    cluster
-        .eventually("the operators' sessions to end", WAIT, || async {
-            let n: i64 = observer
-                .query_one(
-                    "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'boxtable-operator/pair/%'",
-                    &[],
-                )
-                .await
-                .unwrap()
-                .get(0);
-            (n == 0).then_some(())
-        })
-        .await;
+    wait_until_no_sessions(
+        &cluster,
+        &observer,
+        "pair",
+        "the operators' sessions to end",
+    )
+    .await;
     for i in 1..=20 {
         let rows = history_rows(&cluster, &format!("outbox_{i:02}")).await;
         assert_eq!(
@@ -264,19 +284,13 @@ async fn a_sigkilled_operator_leaves_no_partial_table_or_lock_and_a_restart_conv
     blocker.batch_execute("COMMIT").await.unwrap();
 
     // The orphaned backend finishes its statement, finds its client gone and rolls back.
-    cluster
-        .eventually("the killed operator's session to end", WAIT, || async {
-            let n: i64 = observer
-                .query_one(
-                    "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'boxtable-operator/kill/%'",
-                    &[],
-                )
-                .await
-                .unwrap()
-                .get(0);
-            (n == 0).then_some(())
-        })
-        .await;
+    wait_until_no_sessions(
+        &cluster,
+        &observer,
+        "kill",
+        "the killed operator's session to end",
+    )
+    .await;
     assert_eq!(advisory_locks(&cluster).await, 0, "no lock leaked");
     assert_eq!(
         columns(&cluster, "victim").await,
