@@ -298,7 +298,7 @@ async fn migrate(args: MigrateArgs) -> ExitCode {
     let mut all_ready = true;
     for report_doc in &reports {
         all_ready &= report_doc.is_ready();
-        match serde_yaml::to_string(report_doc) {
+        match serde_saphyr::to_string(report_doc) {
             Ok(text) => print!("---\n{text}"),
             Err(error) => {
                 eprintln!("boxtable-operator migrate: cannot print status: {error}");

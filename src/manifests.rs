@@ -40,9 +40,9 @@ pub enum ManifestError {
         index: usize,
         /// What it was read as.
         what: &'static str,
-        /// The YAML error.
+        /// The YAML or decoding error.
         #[source]
-        source: serde_yaml::Error,
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
 }
 
@@ -107,27 +107,32 @@ fn read_file(path: &Path, out: &mut Manifests) -> Result<(), ManifestError> {
         source,
     })?;
     let boxtable_api = format!("{GROUP}/{VERSION}");
-    for (i, document) in serde_yaml::Deserializer::from_str(&text).enumerate() {
-        let parse_err = |what, source| ManifestError::Parse {
+    let documents: Vec<serde_json::Value> =
+        serde_saphyr::from_multiple(&text).map_err(|e| ManifestError::Parse {
+            path: path.to_owned(),
+            index: 1,
+            what: "YAML stream",
+            source: Box::new(e),
+        })?;
+    for (i, value) in documents.into_iter().enumerate() {
+        let parse_err = |what, source: serde_json::Error| ManifestError::Parse {
             path: path.to_owned(),
             index: i + 1,
             what,
-            source,
+            source: Box::new(source),
         };
-        let value =
-            serde_yaml::Value::deserialize(document).map_err(|e| parse_err("YAML document", e))?;
         if value.is_null() {
             continue;
         }
         let meta: TypeMeta =
-            serde_yaml::from_value(value.clone()).map_err(|e| parse_err("Kubernetes object", e))?;
+            serde_json::from_value(value.clone()).map_err(|e| parse_err("Kubernetes object", e))?;
         if meta.api_version == boxtable_api && meta.kind == KIND {
             let bt: BoxTable =
-                serde_yaml::from_value(value).map_err(|e| parse_err("BoxTable", e))?;
+                serde_json::from_value(value).map_err(|e| parse_err("BoxTable", e))?;
             out.boxtables.push((path.to_owned(), bt));
         } else if meta.api_version == "v1" && meta.kind == "Secret" {
             let secret: Secret =
-                serde_yaml::from_value(value).map_err(|e| parse_err("Secret", e))?;
+                serde_json::from_value(value).map_err(|e| parse_err("Secret", e))?;
             out.secrets.push(secret);
         } else {
             let name = meta.metadata.and_then(|m| m.name).unwrap_or_default();

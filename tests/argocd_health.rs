@@ -39,7 +39,7 @@ fn script() -> String {
 fn read_yaml(path: &Path) -> Json {
     let text =
         fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-    serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("parsing {}: {e}", path.display()))
+    serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("parsing {}: {e}", path.display()))
 }
 
 /// One case file: the object the script sees and what it must answer.

@@ -27,17 +27,13 @@ fn text(out: &Output) -> (String, String) {
 }
 
 /// The printed statuses, one YAML document per BoxTable.
-fn statuses(stdout: &str) -> Vec<serde_yaml::Value> {
-    use serde::Deserialize;
-    serde_yaml::Deserializer::from_str(stdout)
-        .map(|doc| serde_yaml::Value::deserialize(doc).unwrap())
-        .filter(|doc| !doc.is_null())
-        .collect()
+fn statuses(stdout: &str) -> Vec<serde_json::Value> {
+    serde_saphyr::from_multiple(stdout).unwrap()
 }
 
-fn ready_reason(doc: &serde_yaml::Value) -> (String, String) {
+fn ready_reason(doc: &serde_json::Value) -> (String, String) {
     let ready = doc["status"]["conditions"]
-        .as_sequence()
+        .as_array()
         .unwrap()
         .iter()
         .find(|c| c["type"] == "Ready")

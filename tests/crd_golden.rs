@@ -38,9 +38,18 @@ fn crd_yaml_is_checked_in() {
 #[test]
 fn crd_yaml_parses_back_as_a_custom_resource_definition() {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-    let crd: CustomResourceDefinition = serde_yaml::from_str(&crd_yaml().unwrap()).unwrap();
+    let crd: CustomResourceDefinition = serde_saphyr::from_str(&crd_yaml().unwrap()).unwrap();
     assert_eq!(
         crd.metadata.name.as_deref(),
         Some(boxtable_operator::crd::CRD_NAME)
     );
+}
+
+#[test]
+fn crd_yaml_reads_back_to_exactly_the_generated_crd() {
+    use kube::CustomResourceExt;
+    // Folded descriptions, quoted strings and patterns must read back unchanged.
+    let read_back: serde_json::Value = serde_saphyr::from_str(&crd_yaml().unwrap()).unwrap();
+    let generated = serde_json::to_value(boxtable_operator::crd::BoxTable::crd()).unwrap();
+    assert_eq!(read_back, generated);
 }

@@ -18,8 +18,8 @@ use k8s_openapi::api::core::v1::{Container, Namespace, Secret, Service, ServiceA
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde::{Deserialize as _, Serialize};
 use serde_json::Value as Json;
 
 /// The namespace the operator is installed into.
@@ -131,10 +131,7 @@ fn render(dir: &Path) -> Vec<Json> {
         String::from_utf8_lossy(&out.stderr)
     );
     let text = String::from_utf8(out.stdout).expect("kustomize output is UTF-8");
-    serde_yaml::Deserializer::from_str(&text)
-        .map(|doc| Json::deserialize(doc).expect("kustomize output is YAML"))
-        .filter(|doc| !doc.is_null())
-        .collect()
+    serde_saphyr::from_multiple(&text).expect("kustomize output is YAML")
 }
 
 /// The objects of `deploy/`, as `kubectl apply -k deploy/` would send them.
@@ -714,10 +711,7 @@ fn examples() -> Vec<Json> {
         .iter()
         .flat_map(|path| {
             let text = fs::read_to_string(path).unwrap();
-            serde_yaml::Deserializer::from_str(&text)
-                .map(|doc| Json::deserialize(doc).expect("example is YAML"))
-                .filter(|doc| !doc.is_null())
-                .collect::<Vec<_>>()
+            serde_saphyr::from_multiple::<Json>(&text).expect("example is YAML")
         })
         .collect()
 }
@@ -727,7 +721,7 @@ fn boxtable_spec_schema() -> Json {
     let path = root().join("crds/boxtable.yaml");
     let text =
         fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-    let crd: Json = serde_yaml::from_str(&text).expect("crds/boxtable.yaml is YAML");
+    let crd: Json = serde_saphyr::from_str(&text).expect("crds/boxtable.yaml is YAML");
     crd["spec"]["versions"]
         .as_array()
         .expect("CRD versions")

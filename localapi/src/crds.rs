@@ -1,6 +1,5 @@
 //! CustomResourceDefinitions: loading from YAML, registering served kinds, and CRD lifecycle hooks.
 
-use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::error::ApiError;
@@ -63,11 +62,9 @@ pub fn on_delete(state: &mut State, def: &ResourceDef, crd: &Value) {
 /// A message for unparsable YAML, a document that is not a CRD, or a CRD the server refuses.
 pub fn load_yaml(state: &mut State, yaml: &str) -> Result<usize, String> {
     let mut n = 0;
-    for doc in serde_yaml::Deserializer::from_str(yaml) {
-        let v = Value::deserialize(doc).map_err(|e| format!("invalid CRD YAML: {e}"))?;
-        if v.is_null() {
-            continue;
-        }
+    let docs: Vec<Value> =
+        serde_saphyr::from_multiple(yaml).map_err(|e| format!("invalid CRD YAML: {e}"))?;
+    for v in docs {
         if v.get("kind").and_then(Value::as_str) != Some("CustomResourceDefinition") {
             return Err("document is not a CustomResourceDefinition".into());
         }

@@ -305,7 +305,7 @@ pub struct DdlSpec {
 /// Why the CRD could not be rendered as YAML.
 #[derive(Debug, thiserror::Error)]
 #[error("rendering the BoxTable CRD as YAML failed")]
-pub struct CrdYamlError(#[source] serde_yaml::Error);
+pub struct CrdYamlError(#[source] serde_saphyr::SerializeError);
 
 /// The CustomResourceDefinition YAML, as checked in at `crds/boxtable.yaml` and printed by
 /// `boxtable-operator crd`.
@@ -313,7 +313,7 @@ pub struct CrdYamlError(#[source] serde_yaml::Error);
 /// # Errors
 /// [`CrdYamlError`] when serialisation fails (not expected for a derived CRD).
 pub fn crd_yaml() -> Result<String, CrdYamlError> {
-    let body = serde_yaml::to_string(&BoxTable::crd()).map_err(CrdYamlError)?;
+    let body = serde_saphyr::to_string(&BoxTable::crd()).map_err(CrdYamlError)?;
     Ok(format!(
         "# Generated from src/crd.rs by `boxtable-operator crd`; do not edit by hand.\n\
          # Regenerate with: UPDATE_GOLDEN=1 cargo test --test crd_golden\n{body}"

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::{WebPkiServerVerifier, verify_server_cert_signed_by_trust_anchor};
 use rustls::crypto::{CryptoProvider, verify_tls12_signature, verify_tls13_signature};
+use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::server::ParsedCertificate;
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
@@ -26,7 +27,7 @@ use super::TlsMode;
 pub enum TlsError {
     /// The CA bundle is not valid PEM.
     #[error("reading the ca bundle failed")]
-    ReadCaBundle(#[source] std::io::Error),
+    ReadCaBundle(#[source] rustls::pki_types::pem::Error),
     /// The CA bundle holds no certificate.
     #[error("the ca bundle holds no certificate")]
     EmptyCaBundle,
@@ -132,7 +133,7 @@ fn roots(ca_pem: Option<&[u8]>) -> Result<RootCertStore, TlsError> {
             roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
         });
     };
-    let certs = rustls_pemfile::certs(&mut &pem[..])
+    let certs = CertificateDer::pem_slice_iter(pem)
         .collect::<Result<Vec<_>, _>>()
         .map_err(TlsError::ReadCaBundle)?;
     if certs.is_empty() {
@@ -228,6 +229,22 @@ mod tests {
     fn a_bundle_without_certificates_is_refused() {
         let err = client_config(Verification::Full, Some(b"not pem")).unwrap_err();
         assert!(matches!(err, TlsError::EmptyCaBundle), "{err}");
+    }
+
+    #[test]
+    fn a_pem_bundle_with_a_certificate_becomes_the_trust_anchors() {
+        let pem = include_bytes!("../../tests/data/test-ca.pem");
+        let mut bundle = pem.to_vec();
+        bundle.extend_from_slice(pem);
+        assert_eq!(roots(Some(&bundle)).unwrap().roots.len(), 2);
+        assert!(client_config(Verification::Full, Some(pem)).is_ok());
+    }
+
+    #[test]
+    fn a_broken_pem_block_is_refused_as_unreadable() {
+        let broken = b"-----BEGIN CERTIFICATE-----\nnot base64!\n-----END CERTIFICATE-----\n";
+        let err = client_config(Verification::Full, Some(broken)).unwrap_err();
+        assert!(matches!(err, TlsError::ReadCaBundle(_)), "{err}");
     }
 
     #[test]

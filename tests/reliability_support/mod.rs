@@ -357,7 +357,7 @@ impl MigrateRun {
             .split("---\n")
             .find(|d| !d.trim().is_empty())
             .unwrap_or_else(|| panic!("no status printed: {self:?}"));
-        let status: Value = serde_yaml::from_str(doc).unwrap();
+        let status: Value = serde_saphyr::from_str(doc).unwrap();
         status["status"]["conditions"]
             .as_array()
             .and_then(|c| c.iter().find(|c| c["type"] == "Ready").cloned())

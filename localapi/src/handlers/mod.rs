@@ -68,7 +68,7 @@ fn parse_body(body: &Bytes) -> Result<Value, ApiError> {
         return Ok(json!({}));
     }
     serde_json::from_slice(body)
-        .or_else(|_| serde_yaml::from_slice::<Value>(body))
+        .or_else(|_| serde_saphyr::from_slice::<Value>(body))
         .map_err(|e| ApiError::bad_request(format!("the request body could not be decoded: {e}")))
 }
 

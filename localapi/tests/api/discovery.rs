@@ -54,7 +54,7 @@ async fn crds_created_through_the_api_are_served() {
     let h = LocalApiBuilderExt::plain().await;
     let api = Api::new(&h);
     assert_eq!(api.get("/apis/brighter.dev/v1alpha1").await.status, 404);
-    let crd: Value = serde_yaml::from_str(CRD).unwrap();
+    let crd: Value = serde_saphyr::from_str(CRD).unwrap();
     let r = api
         .post(
             "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
