@@ -8,7 +8,7 @@ use crate::db::{ConnStrError, ConnectError, ConnectionSettings, Session};
 use std::time::Duration;
 
 use crate::lock::{Holder, LockError};
-use crate::migrate::{self, DropOutcome, Observation, Outcome, Plan, RunError};
+use crate::migrate::{self, DropOutcome, DropRequest, Observation, Outcome, Plan, RunError};
 use crate::reason::Reason;
 use crate::status::{LockObservation, Observed};
 
@@ -149,20 +149,27 @@ pub async fn observe(target: &Target<'_>, plan: &Plan) -> Result<Observation, Co
         })
 }
 
-/// Drops the table and its history rows under the lock (for `deletionPolicy: Drop`).
+/// Drops the table and its history rows under the lock (for `deletionPolicy: Drop`), if
+/// `request.owner` owns it and the user allowed it (see [`migrate::drop_box_table`]).
 ///
 /// # Errors
 /// [`ConvergeError`] for the step that failed.
+///
+/// # Cancel safety
+/// Cancelling `cancel` abandons a lock wait or cancels the running statement, rolls back and
+/// releases the lock.
 ///
 /// # Idempotency
 /// A table that is already gone is success.
 pub async fn drop(
     target: &Target<'_>,
     plan: &Plan,
+    request: &DropRequest,
     cancel: &CancellationToken,
+    on_waiting: impl FnOnce(Option<Holder>) + Send,
 ) -> Result<DropOutcome, ConvergeError> {
     let mut session = open(target).await?;
-    migrate::drop_box_table(&mut session, plan, cancel)
+    migrate::drop_box_table(&mut session, plan, request, cancel, on_waiting)
         .await
         .map_err(|source| ConvergeError::Run {
             operation: "drop",

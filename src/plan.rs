@@ -158,6 +158,45 @@ pub fn plan(spec: &BoxTableSpec) -> Result<Plan, PlanError> {
         target_version: spec.target_version,
         lock_timeout,
         ddl,
+        owner: None,
+    })
+}
+
+/// The plan a `deletionPolicy: Drop` runs, even for a spec that no longer plans.
+///
+/// A drop needs only the table (immutable, so it is the table every earlier run used), the box,
+/// the history scope and a lock wait. Fields that matter only to a migration (payload, target
+/// version, DDL timeouts) are not checked, and a lock wait that no longer parses (for example
+/// `2h`, admitted by the schema but above the 1h limit) falls back to `fallback_lock_timeout` (the
+/// wait last shown in status) or the default. So a spec edited after its table was created never
+/// turns a Drop into a Retain.
+///
+/// # Errors
+/// [`PlanError::Name`] when the spec names no valid table: then no run ever used it.
+pub fn teardown_plan(
+    spec: &BoxTableSpec,
+    fallback_lock_timeout: Option<std::time::Duration>,
+) -> Result<Plan, PlanError> {
+    if let Ok(plan) = plan(spec) {
+        return Ok(plan);
+    }
+    let kind = BoxKind::from(spec.box_kind);
+    let table = resolve_table(spec)?;
+    let default_wait =
+        || parse_duration_at_most(crd::DEFAULT_LOCK_TIMEOUT, MAX_LOCK_TIMEOUT).unwrap_or_default();
+    let lock_timeout = parse_duration_at_most(&spec.lock.timeout, MAX_LOCK_TIMEOUT)
+        .ok()
+        .or(fallback_lock_timeout.filter(|t| *t <= MAX_LOCK_TIMEOUT))
+        .unwrap_or_else(default_wait);
+    Ok(Plan {
+        kind,
+        table,
+        payload: Payload::from(spec.payload),
+        history_scope: spec.history_scope.into(),
+        target_version: None,
+        lock_timeout,
+        ddl: DdlTimeouts::default(),
+        owner: None,
     })
 }
 
@@ -341,5 +380,25 @@ mod tests {
         );
         let err = outbox().ddl(None, Some("soon")).plan().unwrap_err();
         assert_eq!(err.to_string(), "spec.ddl.statementTimeout is invalid");
+    }
+
+    #[test]
+    fn a_spec_that_no_longer_plans_still_plans_its_drop() {
+        let spec = outbox().lock_timeout("2h").target_version(0);
+        assert!(spec.plan().is_err());
+        let drop = teardown_plan(&spec.0, Some(Duration::from_secs(12))).unwrap();
+        assert_eq!(drop.table.to_string(), "public.outbox");
+        assert_eq!(
+            drop.lock_timeout,
+            Duration::from_secs(12),
+            "the wait status last showed"
+        );
+        let drop = teardown_plan(&spec.0, None).unwrap();
+        assert_eq!(
+            drop.lock_timeout,
+            Duration::from_secs(30),
+            "the default wait"
+        );
+        assert!(teardown_plan(&outbox().table("bad name").0, None).is_err());
     }
 }

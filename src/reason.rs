@@ -53,13 +53,18 @@ pub enum Reason {
     DropFailed,
     /// The table and its history rows were dropped (`deletionPolicy: Drop`).
     Dropped,
+    /// A Drop waits for the user: the table holds rows or was adopted (consent needed), or the
+    /// BoxTable is suspended.
+    DropBlocked,
+    /// A Drop left the table alone because this BoxTable does not own it.
+    TableKept,
     /// The run was cancelled by shutdown.
     Cancelled,
 }
 
 impl Reason {
     /// Every reason, for tests and for pre-registering metric labels.
-    pub const ALL: [Reason; 25] = [
+    pub const ALL: [Reason; 27] = [
         Reason::UpToDate,
         Reason::Migrated,
         Reason::WaitingForLock,
@@ -84,6 +89,8 @@ impl Reason {
         Reason::Deleting,
         Reason::DropFailed,
         Reason::Dropped,
+        Reason::DropBlocked,
+        Reason::TableKept,
         Reason::Cancelled,
     ];
 
@@ -114,6 +121,8 @@ impl Reason {
             Reason::Deleting => "Deleting",
             Reason::DropFailed => "DropFailed",
             Reason::Dropped => "Dropped",
+            Reason::DropBlocked => "DropBlocked",
+            Reason::TableKept => "TableKept",
             Reason::Cancelled => "Cancelled",
         }
     }
@@ -139,6 +148,7 @@ impl Reason {
                 | Reason::PayloadMismatch
                 | Reason::InvalidSpec
                 | Reason::TableConflict
+                | Reason::DropBlocked
         )
     }
 }

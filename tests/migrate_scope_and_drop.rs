@@ -5,10 +5,9 @@
 mod migrate_support;
 mod support;
 
-use boxtable_operator::migrate::{self, RunPath};
+use boxtable_operator::migrate::{self, DropVerdict, RunPath};
 use boxtable_operator::reason::Reason;
 use migrate_support::*;
-use tokio_util::sync::CancellationToken;
 
 #[tokio::test]
 async fn per_schema_history_lives_in_the_box_schema_and_public_gets_nothing() {
@@ -152,16 +151,15 @@ async fn observe_sees_public_history_for_a_per_schema_table_not_yet_seeded() {
 async fn drop_removes_the_table_and_only_its_own_history_rows_and_a_second_drop_succeeds() {
     let db = support::fresh_db().await;
     let client = db.connect().await;
-    run(&db, &outbox("Outbox").build()).await.unwrap();
-    run(&db, &inbox("Inbox").build()).await.unwrap();
-    let mut session = session(&db).await;
-    let plan = outbox("Outbox").build();
-
-    let first = migrate::drop_box_table(&mut session, &plan, &CancellationToken::new())
+    let plan = outbox("Outbox").owned_by("orders").build();
+    run(&db, &plan).await.unwrap();
+    run(&db, &inbox("Inbox").owned_by("inbox").build())
         .await
         .unwrap();
 
-    assert!(first.table_existed);
+    let first = drop_as_owner(&db, &plan, false).await.unwrap();
+
+    assert!(first.dropped(), "{first:?}");
     assert_eq!(first.history_rows_deleted, 1);
     assert!(columns(&client, "public", "outbox").await.is_empty());
     let left = history(&client, "public").await;
@@ -169,10 +167,8 @@ async fn drop_removes_the_table_and_only_its_own_history_rows_and_a_second_drop_
     assert_eq!(left[0].2, "inbox");
     assert_eq!(advisory_locks(&client).await, 0);
 
-    let second = migrate::drop_box_table(&mut session, &plan, &CancellationToken::new())
-        .await
-        .unwrap();
-    assert!(!second.table_existed);
+    let second = drop_as_owner(&db, &plan, false).await.unwrap();
+    assert_eq!(second.verdict, DropVerdict::AlreadyGone);
     assert_eq!(second.history_rows_deleted, 0);
     assert_eq!(
         run(&db, &plan).await.unwrap().path,
@@ -182,22 +178,20 @@ async fn drop_removes_the_table_and_only_its_own_history_rows_and_a_second_drop_
 }
 
 #[tokio::test]
-async fn drop_refuses_a_table_that_is_not_a_brighter_table() {
+async fn drop_refuses_a_table_it_owns_that_is_not_a_brighter_table() {
     let db = support::fresh_db().await;
     let client = db.connect().await;
     client
-        .batch_execute("CREATE TABLE public.outbox (id int)")
+        .batch_execute(
+            "CREATE TABLE public.outbox (id int); \
+             COMMENT ON TABLE public.outbox IS 'brighter.dev/owner: uid=orders boxtable=shop/orders origin=created'",
+        )
         .await
         .unwrap();
-    let mut session = session(&db).await;
 
-    let err = migrate::drop_box_table(
-        &mut session,
-        &outbox("Outbox").build(),
-        &CancellationToken::new(),
-    )
-    .await
-    .unwrap_err();
+    let err = drop_as_owner(&db, &outbox("Outbox").owned_by("orders").build(), true)
+        .await
+        .unwrap_err();
 
     assert_eq!(err.reason(), Reason::NotABrighterTable);
     assert_eq!(columns(&client, "public", "outbox").await.len(), 1);
@@ -207,14 +201,15 @@ async fn drop_refuses_a_table_that_is_not_a_brighter_table() {
 #[tokio::test]
 async fn drop_in_a_missing_schema_is_already_done() {
     let db = support::fresh_db().await;
-    let mut session = session(&db).await;
 
-    let plan = outbox("Outbox").in_schema("gone").per_schema().build();
-    let outcome = migrate::drop_box_table(&mut session, &plan, &CancellationToken::new())
-        .await
-        .unwrap();
+    let plan = outbox("Outbox")
+        .in_schema("gone")
+        .per_schema()
+        .owned_by("orders")
+        .build();
+    let outcome = drop_as_owner(&db, &plan, false).await.unwrap();
 
-    assert!(!outcome.table_existed);
+    assert_eq!(outcome.verdict, DropVerdict::AlreadyGone);
 }
 
 #[tokio::test]
@@ -242,14 +237,17 @@ async fn dropping_a_per_schema_table_also_removes_its_seed_rows_from_public_so_i
         "belongs to another table",
     )
     .await;
-    let plan = outbox("Outbox").in_schema("sales").per_schema().build();
+    let plan = outbox("Outbox")
+        .in_schema("sales")
+        .per_schema()
+        .owned_by("orders")
+        .build();
     run(&db, &plan).await.unwrap();
-    let mut session = session(&db).await;
 
-    let dropped = migrate::drop_box_table(&mut session, &plan, &CancellationToken::new())
-        .await
-        .unwrap();
+    // Adopted, not created: the drop needs consent even for an empty table.
+    let dropped = drop_as_owner(&db, &plan, true).await.unwrap();
 
+    assert!(dropped.dropped(), "{dropped:?}");
     assert_eq!(
         dropped.history_rows_deleted, 4,
         "three per-schema rows and the public seed row"

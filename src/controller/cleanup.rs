@@ -1,124 +1,324 @@
-//! Deleting a BoxTable: `Retain` lets it go; `Drop` takes the lock, drops the table and its
-//! history rows, and only then lets the finalizer go. A drop that cannot happen says why in status
-//! and events, and what the user can do, instead of hanging silently.
+//! Deleting a BoxTable. `Retain` lets it go. `Drop` lets it go only once the deletion is provably
+//! finished: the table dropped (it was this BoxTable's, and the user consented to the data it
+//! held), already gone, or not this BoxTable's to drop (its ownership record names another
+//! BoxTable, or none). Everything else keeps the finalizer and says why in status and events: a
+//! drop waiting for the lock, blocked for consent or by `suspend`, failing, or cut short by a
+//! shutdown (the next replica resumes it).
+
+use std::time::{Duration, Instant};
 
 use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::controller::Action;
 
-use super::events;
+use super::events::{self, Transition};
 use super::pass::Pass;
-use super::reconcile::{
-    Context, ReconcileError, application_name, read_secret, secret_failure, target,
-};
+use super::reconcile::{Context, ReconcileError, application_name, owner_of, read_secret, target};
+use super::schedule::Trigger;
 use crate::converge;
-use crate::crd::{BoxTable, DeletionPolicy};
-use crate::migrate::Plan;
+use crate::crd::{BoxTable, CONFIRM_DROP_ANNOTATION, DeletionPolicy, LockState};
+use crate::migrate::ownership::Origin;
+use crate::migrate::{DropBlock, DropRequest, DropVerdict, Plan, Rows};
 use crate::reason::Reason;
 use crate::report::chain;
-use crate::status::Observed;
+use crate::status::{LockObservation, Observed};
+use crate::telemetry::{LockOutcome, ReconcileResult};
+
+/// What a cleanup pass decided about the finalizer.
+#[derive(Debug)]
+pub(super) enum Cleanup {
+    /// The deletion is finished: let the object go.
+    Release,
+    /// Keep the finalizer; come back as the action says.
+    Keep(Action),
+}
 
 pub(super) async fn cleanup(
     bt: &BoxTable,
     ctx: &Context,
     api: &Api<BoxTable>,
-) -> Result<Action, ReconcileError> {
-    let result = cleanup_table(bt, ctx, api).await;
-    if result.is_ok() {
-        // The finalizer is about to be removed: forget the object's schedule and failures.
-        let uid = bt.uid().unwrap_or_default();
-        ctx.schedule.forget(&uid);
-        ctx.backoff.on_success(&uid);
-    }
-    result
-}
-
-async fn cleanup_table(
-    bt: &BoxTable,
-    ctx: &Context,
-    api: &Api<BoxTable>,
-) -> Result<Action, ReconcileError> {
+) -> Result<Cleanup, ReconcileError> {
     if bt.spec.deletion_policy == DeletionPolicy::Retain {
-        return Ok(Action::await_change());
+        return Ok(Cleanup::Release);
     }
-    let mut pass = Pass::new(bt, ctx, api);
-    let Ok(plan) = crate::plan::plan(&bt.spec) else {
-        // An invalid spec never created a table: nothing to drop.
-        return Ok(Action::await_change());
+    let fallback_wait = bt
+        .status
+        .as_ref()
+        .and_then(|s| s.lock.as_ref())
+        .and_then(|l| l.timeout_seconds)
+        .and_then(|secs| Duration::try_from_secs_f64(secs).ok());
+    let Ok(plan) = crate::plan::teardown_plan(&bt.spec, fallback_wait) else {
+        // The table name never resolved (it is immutable), so no run ever touched a table.
+        tracing::info!(boxtable = %bt.name_any(), "spec names no valid table; nothing to drop");
+        return Ok(Cleanup::Release);
     };
-    pass.publish(
-        Some(&plan),
-        &Observed::Deleting {
-            policy: DeletionPolicy::Drop,
-        },
-    )
-    .await?;
-    let table = plan.table.to_string();
+    let mut pass = Pass::new(bt, ctx, api);
+    if !already_deleting(&pass) {
+        pass.publish(
+            Some(&plan),
+            &Observed::Deleting {
+                policy: DeletionPolicy::Drop,
+            },
+        )
+        .await?;
+    }
     let secret = match read_secret(bt, ctx, &pass.namespace).await {
         Ok(secret) => secret,
         Err(error) => {
-            let reason = secret_failure(&error).map(|_| Reason::SecretNotFound);
             let hint = "restore the secret, or set spec.deletionPolicy to Retain to delete without dropping";
-            drop_failed(&mut pass, &plan, &chain(&error), hint).await?;
-            return Err(match reason {
-                Some(reason) => ReconcileError::Drop { table, reason },
-                None => ReconcileError::ReadSecret(error),
-            });
+            return keep_failed(pass, &plan, &chain(&error), hint, None).await;
         }
     };
     let app = application_name(&pass.namespace, &pass.name);
     let target = target(&secret, &app);
-    match converge::drop(&target, &plan, &ctx.shutdown).await {
-        Ok(dropped) => {
-            let note = if dropped.table_existed {
-                format!(
-                    "dropped {table} and {} history rows",
-                    dropped.history_rows_deleted
-                )
-            } else {
-                format!(
-                    "{table} was already gone; removed {} history rows",
-                    dropped.history_rows_deleted
-                )
+    let request = DropRequest {
+        owner: owner_of(bt, &pass.namespace),
+        consent: consented(bt, &plan),
+        suspended: bt.spec.suspend,
+    };
+    let result = drop_reporting_waits(&mut pass, &plan, &request, &target).await;
+    let table = plan.table.to_string();
+    match result {
+        Ok(outcome) => {
+            ctx.metrics
+                .record_lock(LockOutcome::Acquired, outcome.lock.waited);
+            let (warning, reason, note) = match outcome.verdict {
+                DropVerdict::Dropped { origin, rows } => (
+                    false,
+                    Reason::Dropped,
+                    format!(
+                        "dropped {table} ({}) and {} history rows{}",
+                        origin_text(origin),
+                        outcome.history_rows_deleted,
+                        rows_text(rows)
+                            .map(|r| format!("; it held {r}"))
+                            .unwrap_or_default()
+                    ),
+                ),
+                DropVerdict::AlreadyGone => (
+                    false,
+                    Reason::Dropped,
+                    format!(
+                        "{table} was already gone; removed {} history rows",
+                        outcome.history_rows_deleted
+                    ),
+                ),
+                DropVerdict::Kept { owner: Some(owner) } => (
+                    true,
+                    Reason::TableKept,
+                    format!(
+                        "kept {table}: it belongs to BoxTable {} (uid {}), not to this one, so this deletion does not drop it",
+                        owner.boxtable, owner.uid
+                    ),
+                ),
+                DropVerdict::Kept { owner: None } => (
+                    true,
+                    Reason::TableKept,
+                    format!(
+                        "kept {table}: it carries no ownership record of this BoxTable (it was made by an application or by hand, was never reconciled by this BoxTable, or was created again after this BoxTable's table went), so this deletion does not drop it; drop it by hand if it should go"
+                    ),
+                ),
+                DropVerdict::Blocked(block) => {
+                    let message = blocked_message(bt, &pass.namespace, &table, block);
+                    return keep_blocked(pass, &plan, &message).await;
+                }
             };
-            tracing::info!(table = %table, "{note}");
+            tracing::info!(table = %table, reason = %reason, "{note}");
             events::publish(
                 &ctx.recorder,
                 bt,
-                vec![events::Transition {
-                    warning: false,
-                    reason: Reason::Dropped.as_str(),
+                vec![Transition {
+                    warning,
+                    reason: reason.as_str(),
                     action: "Drop",
                     note,
                 }],
             )
             .await;
-            Ok(Action::await_change())
+            ctx.metrics
+                .record_reconcile(ReconcileResult::Success, pass.started.elapsed());
+            Ok(Cleanup::Release)
         }
-        Err(error) if error.reason() == Reason::Cancelled => Ok(Action::await_change()),
+        Err(error) if error.reason() == Reason::Cancelled => {
+            ctx.metrics
+                .record_lock(LockOutcome::Cancelled, Duration::ZERO);
+            tracing::info!(table = %table, "drop cancelled by shutdown; rolled back and unlocked; the finalizer stays for the next replica");
+            Ok(Cleanup::Keep(Action::await_change()))
+        }
         Err(error) => {
+            if error.reason() == Reason::LockTimeout {
+                ctx.metrics
+                    .record_lock(LockOutcome::TimedOut, plan.lock_timeout);
+            }
+            let lock = match error.observed() {
+                Observed::Failed { lock, .. } => lock,
+                _ => None,
+            };
             let hint =
                 "deletion waits until the drop succeeds (or set spec.deletionPolicy to Retain)";
-            drop_failed(&mut pass, &plan, &chain(&error), hint).await?;
-            Err(ReconcileError::Drop {
-                table,
-                reason: error.reason(),
-            })
+            keep_failed(pass, &plan, &chain(&error), hint, lock).await
         }
     }
 }
 
-/// Writes a `DropFailed` status naming the table, the cause and what the user can do.
-async fn drop_failed(
+/// Runs the drop, writing a `Waiting` status (with the holder) as soon as the lock is found taken.
+async fn drop_reporting_waits(
     pass: &mut Pass<'_>,
+    plan: &Plan,
+    request: &DropRequest,
+    target: &converge::Target<'_>,
+) -> Result<crate::migrate::DropOutcome, converge::ConvergeError> {
+    let ctx = pass.ctx;
+    let (contended_tx, contended_rx) = tokio::sync::oneshot::channel();
+    let run = converge::drop(target, plan, request, &ctx.shutdown, move |holder| {
+        let _ = contended_tx.send((holder, Instant::now()));
+    });
+    let waiting = async {
+        match contended_rx.await {
+            Ok((holder, _)) => Some(Observed::Waiting(LockObservation::waiting(
+                1,
+                Duration::ZERO,
+                holder,
+            ))),
+            Err(_) => None,
+        }
+    };
+    tokio::pin!(run);
+    tokio::select! {
+        biased;
+        result = &mut run => result,
+        Some(observed) = waiting => {
+            if let Err(error) = pass.publish(Some(plan), &observed).await {
+                tracing::warn!(error = %chain(&error), "writing the waiting status failed");
+            }
+            run.await
+        }
+    }
+}
+
+/// Whether the status already shows this deletion (so a retry does not flip it back to
+/// `Deleting` first, which would write the status twice per pass).
+fn already_deleting(pass: &Pass<'_>) -> bool {
+    let Some(status) = &pass.written else {
+        return false;
+    };
+    let ready_reason = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == crate::status::READY)
+        .map(|c| c.reason.as_str());
+    let waiting = status
+        .lock
+        .as_ref()
+        .is_some_and(|l| l.state == LockState::Waiting);
+    matches!(
+        ready_reason,
+        Some("Deleting" | "DropFailed" | "DropBlocked")
+    ) || (waiting && ready_reason == Some("WaitingForLock"))
+}
+
+/// Whether the confirm-drop annotation names this table.
+fn consented(bt: &BoxTable, plan: &Plan) -> bool {
+    bt.annotations()
+        .get(CONFIRM_DROP_ANNOTATION)
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case(&plan.table.to_string()))
+}
+
+fn origin_text(origin: Origin) -> &'static str {
+    match origin {
+        Origin::Created => "created by this BoxTable",
+        Origin::Adopted => "adopted by this BoxTable",
+    }
+}
+
+/// `1000 rows, 1000 of them undispatched (messages never sent)`, or `None` for an empty table.
+fn rows_text(rows: Rows) -> Option<String> {
+    if rows.total == 0 {
+        return None;
+    }
+    let noun = if rows.total == 1 { "row" } else { "rows" };
+    Some(match rows.undispatched {
+        Some(n) => format!(
+            "{} {noun}, {n} of them undispatched (messages never sent)",
+            rows.total
+        ),
+        None => format!("{} {noun}", rows.total),
+    })
+}
+
+/// What a blocked drop says: why, and the exact commands that unblock it either way.
+fn blocked_message(bt: &BoxTable, namespace: &str, table: &str, block: DropBlock) -> String {
+    let name = bt.name_any();
+    let retain = format!(
+        "kubectl -n {namespace} patch boxtable {name} --type merge -p '{{\"spec\":{{\"deletionPolicy\":\"Retain\"}}}}'"
+    );
+    match block {
+        DropBlock::Suspended => format!(
+            "not dropping {table}: spec.suspend is true, and a suspended BoxTable changes nothing; to drop it, set spec.suspend to false (kubectl -n {namespace} patch boxtable {name} --type merge -p '{{\"spec\":{{\"suspend\":false}}}}'); to keep the table, {retain}"
+        ),
+        DropBlock::NeedsConsent { origin, rows } => {
+            let mut why = Vec::new();
+            if let Some(rows) = rows_text(rows) {
+                why.push(format!("it holds {rows}"));
+            }
+            if origin == Origin::Adopted {
+                why.push(
+                    "it existed before this BoxTable, which adopted rather than created it"
+                        .to_owned(),
+                );
+            }
+            format!(
+                "not dropping {table}: {}; to drop it and its data, confirm with kubectl -n {namespace} annotate boxtable {name} {CONFIRM_DROP_ANNOTATION}={table}; to keep the table, {retain}",
+                why.join(" and ")
+            )
+        }
+    }
+}
+
+/// Writes `DropBlocked` and keeps the finalizer until something changes (the annotation, the
+/// spec) or the next resync.
+async fn keep_blocked(
+    mut pass: Pass<'_>,
+    plan: &Plan,
+    message: &str,
+) -> Result<Cleanup, ReconcileError> {
+    let observed = Observed::Failed {
+        reason: Reason::DropBlocked,
+        message: message.to_owned(),
+        lock: None,
+    };
+    pass.publish(Some(plan), &observed).await?;
+    let ctx = pass.ctx;
+    let uid = pass.bt.uid().unwrap_or_default();
+    ctx.backoff.on_success(&uid);
+    ctx.schedule.record(&uid, &Trigger::of(pass.bt), ctx.resync);
+    ctx.metrics
+        .record_reconcile(ReconcileResult::Stalled, pass.started.elapsed());
+    Ok(Cleanup::Keep(Action::requeue(ctx.resync)))
+}
+
+/// Writes a `DropFailed` status naming the table, the cause and what the user can do, and keeps
+/// the finalizer until the next backoff step.
+async fn keep_failed(
+    mut pass: Pass<'_>,
     plan: &Plan,
     cause: &str,
     hint: &str,
-) -> Result<(), ReconcileError> {
+    lock: Option<LockObservation>,
+) -> Result<Cleanup, ReconcileError> {
     let observed = Observed::Failed {
         reason: Reason::DropFailed,
         message: format!("cannot drop {}: {cause}; {hint}", plan.table),
-        lock: None,
+        lock,
     };
-    pass.publish(Some(plan), &observed).await
+    pass.publish(Some(plan), &observed).await?;
+    let ctx = pass.ctx;
+    let uid = pass.bt.uid().unwrap_or_default();
+    ctx.metrics.record_failure(Reason::DropFailed);
+    ctx.metrics
+        .record_reconcile(ReconcileResult::Retry, pass.started.elapsed());
+    let delay = ctx.backoff.on_failure(&uid);
+    ctx.schedule.record(&uid, &Trigger::of(pass.bt), delay);
+    tracing::warn!(table = %plan.table, retry_in = ?delay, "drop failed: {cause}");
+    Ok(Cleanup::Keep(Action::requeue(delay)))
 }

@@ -92,7 +92,7 @@ fn action_for(reason: Reason) -> &'static str {
     match reason {
         Reason::LockTimeout | Reason::LockLost | Reason::WaitingForLock => "Lock",
         Reason::Migrated | Reason::MigrationFailed | Reason::Migrating => "Migrate",
-        Reason::Deleting | Reason::DropFailed => "Drop",
+        Reason::Deleting | Reason::DropFailed | Reason::DropBlocked => "Drop",
         _ => "Reconcile",
     }
 }

@@ -8,6 +8,7 @@ pub mod backoff;
 mod cleanup;
 pub mod conflicts;
 pub mod events;
+mod finalizer;
 pub mod leader;
 mod pass;
 pub mod reconcile;

@@ -113,8 +113,9 @@ impl<'a> Pass<'a> {
             }
         };
         metrics.record_reconcile(result, elapsed);
-        let generation = self.bt.metadata.generation.unwrap_or(0);
-        self.ctx.schedule.record(&uid, generation, delay);
+        self.ctx
+            .schedule
+            .record(&uid, &super::schedule::Trigger::of(self.bt), delay);
         Ok(Action::requeue(delay))
     }
 }

@@ -8,19 +8,20 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::events::Recorder;
-use kube::runtime::finalizer::{self, Event as FinalizerEvent};
 use kube::runtime::reflector::Store;
 use kube::{Client, ResourceExt};
 use tokio_util::sync::CancellationToken;
 
 use super::backoff::Backoff;
-use super::cleanup::cleanup;
+use super::cleanup::{Cleanup, cleanup};
 use super::conflicts;
+use super::finalizer;
 use super::pass::Pass;
-use super::schedule::Schedule;
+use super::schedule::{Schedule, Trigger};
 use super::secrets::{self, DatabaseSecret, SecretError};
 use crate::converge::{self, Target};
 use crate::crd::{BoxTable, FINALIZER};
+use crate::migrate::ownership::Owner;
 use crate::migrate::{BoxKind, Plan, RunPath};
 use crate::reason::Reason;
 use crate::report::chain;
@@ -73,41 +74,63 @@ pub enum ReconcileError {
     /// Reading the Secret failed at the API server (not a missing Secret).
     #[error("reading the connection secret failed")]
     ReadSecret(#[source] SecretError),
-    /// Dropping the table failed; the finalizer stays until it succeeds.
-    #[error("dropping {table} failed ({reason}); deletion waits until it succeeds")]
-    Drop {
-        /// The table.
-        table: String,
-        /// The bounded reason.
-        reason: Reason,
-    },
-    /// Adding or removing the finalizer failed.
-    #[error("finalizer {FINALIZER} failed")]
-    Finalizer(#[source] Box<finalizer::Error<ReconcileError>>),
+    /// Adding the finalizer failed.
+    #[error("adding finalizer {FINALIZER} failed")]
+    AddFinalizer(#[source] kube::Error),
+    /// Removing the finalizer failed; the next pass tries again.
+    #[error("removing finalizer {FINALIZER} failed")]
+    RemoveFinalizer(#[source] kube::Error),
 }
 
-/// Reconciles one BoxTable.
+/// Reconciles one BoxTable: `apply` while it lives (the finalizer added first), `cleanup` once it
+/// is being deleted, and the finalizer let go only when cleanup says the deletion is finished.
 ///
 /// # Errors
 /// [`ReconcileError`] for failures that need a retry with backoff.
 ///
 /// # Idempotency
-/// Every step converges: an up-to-date table is left alone, an unchanged status is not written.
+/// Every step converges: an up-to-date table is left alone, an unchanged status is not written,
+/// and a deletion that finished is never run again.
 pub async fn reconcile(bt: Arc<BoxTable>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
     let namespace = bt.namespace().ok_or_else(|| ReconcileError::NoNamespace {
         name: bt.name_any(),
     })?;
+    let uid = bt.uid().unwrap_or_default();
+    if ctx.schedule.is_released(&uid) {
+        // A trigger queued before the finalizer went; the cache has not seen the object go yet.
+        return Ok(Action::await_change());
+    }
+    if let Some(wait) = ctx.schedule.not_due(&uid, &Trigger::of(&bt)) {
+        tracing::debug!(due_in = ?wait, "not due: no spec, deletion, consent or secret change since the last pass");
+        return Ok(Action::requeue(wait));
+    }
     let api: Api<BoxTable> = Api::namespaced(ctx.client.clone(), &namespace);
     let _in_flight = ctx.metrics.reconcile_started();
     let started = Instant::now();
-    let result = finalizer::finalizer(&api, FINALIZER, bt, |event| async {
-        match event {
-            FinalizerEvent::Apply(bt) => apply(&bt, &ctx, &api).await,
-            FinalizerEvent::Cleanup(bt) => cleanup(&bt, &ctx, &api).await,
+    let result = if bt.metadata.deletion_timestamp.is_some() {
+        if !finalizer::has(&bt) {
+            return Ok(Action::await_change());
         }
-    })
-    .await
-    .map_err(|e| ReconcileError::Finalizer(Box::new(e)));
+        match cleanup(&bt, &ctx, &api).await {
+            Ok(Cleanup::Keep(action)) => Ok(action),
+            Ok(Cleanup::Release) => match finalizer::remove(&api, &bt).await {
+                Ok(()) => {
+                    ctx.schedule.released(&uid);
+                    ctx.backoff.on_success(&uid);
+                    Ok(Action::await_change())
+                }
+                Err(error) => Err(ReconcileError::RemoveFinalizer(error)),
+            },
+            Err(error) => Err(error),
+        }
+    } else if finalizer::has(&bt) {
+        apply(&bt, &ctx, &api).await
+    } else {
+        match finalizer::add(&api, &bt).await {
+            Ok(updated) => apply(&updated, &ctx, &api).await,
+            Err(error) => Err(ReconcileError::AddFinalizer(error)),
+        }
+    };
     if result.is_err() {
         ctx.metrics
             .record_reconcile(ReconcileResult::Retry, started.elapsed());
@@ -150,6 +173,14 @@ pub(super) async fn read_secret(
     secrets::read(&api, namespace, &secret_ref.name, &secret_ref.key).await
 }
 
+/// The BoxTable as the owner of its table (see [`crate::migrate::ownership`]).
+pub(super) fn owner_of(bt: &BoxTable, namespace: &str) -> Owner {
+    Owner {
+        uid: bt.uid().unwrap_or_default(),
+        boxtable: format!("{namespace}/{}", bt.name_any()),
+    }
+}
+
 pub(super) fn application_name(namespace: &str, name: &str) -> String {
     format!("{}/{namespace}/{name}", super::CONTROLLER_NAME)
 }
@@ -166,17 +197,12 @@ async fn apply(
     ctx: &Context,
     api: &Api<BoxTable>,
 ) -> Result<Action, ReconcileError> {
-    let uid = bt.uid().unwrap_or_default();
-    if let Some(wait) = ctx
-        .schedule
-        .not_due(&uid, bt.metadata.generation.unwrap_or(0))
-    {
-        tracing::debug!(due_in = ?wait, "not due: no spec or secret change since the last pass");
-        return Ok(Action::requeue(wait));
-    }
     let pass = Pass::new(bt, ctx, api);
     let plan = match crate::plan::plan(&bt.spec) {
-        Ok(plan) => plan,
+        Ok(plan) => Plan {
+            owner: Some(owner_of(bt, &pass.namespace)),
+            ..plan
+        },
         Err(error) => {
             let observed = Observed::Failed {
                 reason: error.reason(),

@@ -1,18 +1,49 @@
 //! When each BoxTable is next due, so that the watch events caused by the operator's own status
 //! writes do not start another pass (which, for a contended lock, would wait all over again).
 //!
-//! A pass runs when the object is new, its generation changed, its Secret changed, or its requeue
-//! time has come; any other trigger is answered with "come back at the due time".
+//! A pass runs when the object is new, its [`Trigger`] changed (generation, deletion, the
+//! drop-consent annotation), its Secret changed, or its requeue time has come; any other trigger
+//! (above all the watch event of the operator's own status write) is answered with "come back at
+//! the due time". So a deletion that cannot finish makes one pass per backoff step, not one per
+//! status write.
+//!
+//! Objects whose finalizer the operator has let go are remembered for a while, so that a trigger
+//! still queued for them (the cache has not yet seen the object go) does not run the drop again.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::Duration;
 
+use kube::ResourceExt;
 use tokio::time::Instant;
 
-#[derive(Debug, Clone, Copy)]
-struct Due {
+use crate::crd::{BoxTable, CONFIRM_DROP_ANNOTATION};
+
+/// How long a released object is remembered (far longer than a queued trigger can wait).
+const RELEASED_MEMORY: Duration = Duration::from_secs(600);
+
+/// What about an object, when it changes, makes a pass due at once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Trigger {
     generation: i64,
+    deleting: bool,
+    confirm_drop: Option<String>,
+}
+
+impl Trigger {
+    /// The trigger of `bt` as it is now.
+    pub fn of(bt: &BoxTable) -> Self {
+        Self {
+            generation: bt.metadata.generation.unwrap_or(0),
+            deleting: bt.metadata.deletion_timestamp.is_some(),
+            confirm_drop: bt.annotations().get(CONFIRM_DROP_ANNOTATION).cloned(),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Due {
+    trigger: Trigger,
     at: Instant,
 }
 
@@ -21,20 +52,40 @@ struct Due {
 pub struct Schedule {
     due: Mutex<HashMap<String, Due>>,
     secret_changed: Mutex<HashSet<String>>,
+    released: Mutex<HashMap<String, Instant>>,
 }
 
 impl Schedule {
-    /// Records that `uid` at `generation` finished a pass and is next due after `delay`.
-    pub fn record(&self, uid: &str, generation: i64, delay: Duration) {
+    /// Records that `uid`, as `trigger`, finished a pass and is next due after `delay`.
+    pub fn record(&self, uid: &str, trigger: &Trigger, delay: Duration) {
         if let Ok(mut due) = self.due.lock() {
             due.insert(
                 uid.to_owned(),
                 Due {
-                    generation,
+                    trigger: trigger.clone(),
                     at: Instant::now() + delay,
                 },
             );
         }
+    }
+
+    /// Records that `uid`'s finalizer was let go: its deletion is finished, and nothing more is
+    /// to be done for it.
+    pub fn released(&self, uid: &str) {
+        self.forget(uid);
+        if let Ok(mut released) = self.released.lock() {
+            let now = Instant::now();
+            released.retain(|_, at| now.duration_since(*at) < RELEASED_MEMORY);
+            released.insert(uid.to_owned(), now);
+        }
+    }
+
+    /// Whether `uid`'s finalizer was let go (see [`Schedule::released`]).
+    pub fn is_released(&self, uid: &str) -> bool {
+        self.released
+            .lock()
+            .map(|released| released.contains_key(uid))
+            .unwrap_or(false)
     }
 
     /// Marks `uid`'s Secret as changed: its next trigger runs a pass.
@@ -55,7 +106,7 @@ impl Schedule {
     }
 
     /// `None` when a pass should run now; otherwise how long until the object is due.
-    pub fn not_due(&self, uid: &str, generation: i64) -> Option<Duration> {
+    pub fn not_due(&self, uid: &str, trigger: &Trigger) -> Option<Duration> {
         if self
             .secret_changed
             .lock()
@@ -64,8 +115,8 @@ impl Schedule {
         {
             return None;
         }
-        let due = self.due.lock().ok()?.get(uid).copied()?;
-        if due.generation != generation {
+        let due = self.due.lock().ok()?.get(uid).cloned()?;
+        if due.trigger != *trigger {
             return None;
         }
         let now = Instant::now();
@@ -77,31 +128,70 @@ impl Schedule {
 mod tests {
     use super::*;
 
+    fn at(generation: i64) -> Trigger {
+        Trigger {
+            generation,
+            deleting: false,
+            confirm_drop: None,
+        }
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_new_object_is_due_at_once() {
-        assert_eq!(Schedule::default().not_due("a", 1), None);
+        assert_eq!(Schedule::default().not_due("a", &at(1)), None);
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_trigger_before_the_due_time_waits_for_it() {
         let schedule = Schedule::default();
-        schedule.record("a", 1, Duration::from_secs(60));
+        schedule.record("a", &at(1), Duration::from_secs(60));
         tokio::time::advance(Duration::from_secs(10)).await;
-        assert_eq!(schedule.not_due("a", 1), Some(Duration::from_secs(50)));
+        assert_eq!(schedule.not_due("a", &at(1)), Some(Duration::from_secs(50)));
         tokio::time::advance(Duration::from_secs(50)).await;
-        assert_eq!(schedule.not_due("a", 1), None);
+        assert_eq!(schedule.not_due("a", &at(1)), None);
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_spec_change_or_a_secret_change_runs_at_once() {
         let schedule = Schedule::default();
-        schedule.record("a", 1, Duration::from_secs(60));
-        assert_eq!(schedule.not_due("a", 2), None);
+        schedule.record("a", &at(1), Duration::from_secs(60));
+        assert_eq!(schedule.not_due("a", &at(2)), None);
         schedule.secret_changed("a");
-        assert_eq!(schedule.not_due("a", 1), None);
+        assert_eq!(schedule.not_due("a", &at(1)), None);
         assert!(
-            schedule.not_due("a", 1).is_some(),
+            schedule.not_due("a", &at(1)).is_some(),
             "the secret change is consumed once"
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn deletion_or_drop_consent_runs_at_once() {
+        let schedule = Schedule::default();
+        let deleting = Trigger {
+            deleting: true,
+            ..at(1)
+        };
+        schedule.record("a", &at(1), Duration::from_secs(60));
+        assert_eq!(schedule.not_due("a", &deleting), None);
+        schedule.record("a", &deleting, Duration::from_secs(60));
+        assert!(
+            schedule.not_due("a", &deleting).is_some(),
+            "a status write is no trigger"
+        );
+        let confirmed = Trigger {
+            confirm_drop: Some("public.outbox".to_owned()),
+            ..deleting
+        };
+        assert_eq!(schedule.not_due("a", &confirmed), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_released_object_is_remembered_for_a_while() {
+        let schedule = Schedule::default();
+        schedule.released("a");
+        assert!(schedule.is_released("a") && !schedule.is_released("b"));
+        tokio::time::advance(RELEASED_MEMORY).await;
+        schedule.released("b");
+        assert!(!schedule.is_released("a"), "old entries are purged");
     }
 }

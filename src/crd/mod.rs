@@ -30,6 +30,10 @@ pub const PLURAL: &str = "boxtables";
 pub const CRD_NAME: &str = "boxtables.brighter.dev";
 /// The finalizer that lets `deletionPolicy: Drop` run before the object goes away.
 pub const FINALIZER: &str = "brighter.dev/cleanup";
+/// The annotation that consents to a Drop destroying data: its value must name the table
+/// (`schema.table`, as `status.table` shows it). Needed when the table holds rows or was adopted
+/// rather than created by the BoxTable.
+pub const CONFIRM_DROP_ANNOTATION: &str = "brighter.dev/confirm-drop";
 /// The server-side-apply field manager for every write the operator makes.
 pub const FIELD_MANAGER: &str = "boxtable-operator";
 

@@ -362,6 +362,7 @@ mod tests {
             target_version: None,
             lock_timeout: Duration::ZERO,
             ddl: DdlTimeouts::default(),
+            owner: None,
         }
     }
 

@@ -168,6 +168,18 @@ pub enum RunError {
         #[source]
         source: tokio_postgres::Error,
     },
+    /// The table's ownership record names another BoxTable: only its owner migrates or drops it.
+    #[error(
+        "table {table} belongs to BoxTable {owner} (uid {uid}), recorded in the table's comment; only its owner migrates or drops it"
+    )]
+    NotOwner {
+        /// The table.
+        table: String,
+        /// The owner's `namespace/name` as recorded.
+        owner: String,
+        /// The owner's uid.
+        uid: String,
+    },
     /// Shutdown cancelled the run; everything was rolled back.
     #[error("migration of {table} was cancelled and rolled back")]
     Cancelled {
@@ -198,6 +210,7 @@ impl RunError {
             RunError::PermissionDenied { .. } => Reason::PermissionDenied,
             RunError::ReadOnlyDatabase { .. } => Reason::ReadOnlyDatabase,
             RunError::Cancelled { .. } => Reason::Cancelled,
+            RunError::NotOwner { .. } => Reason::TableConflict,
             RunError::SessionLost { .. } => Reason::ConnectionFailed,
             RunError::Lock(lock) => match lock.as_ref() {
                 LockError::Timeout { .. } => Reason::LockTimeout,

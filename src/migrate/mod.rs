@@ -7,6 +7,7 @@
 //! - `shape`: the latest (fresh) table shapes and their DDL (pure).
 //! - `runner`: the one transaction: lock, BEGIN, ensure history, re-detect, apply, COMMIT, unlock.
 //! - `observe`: what a run would do, read-only (suspended resources).
+//! - `ownership`: which BoxTable owns a table (a record in the table's comment).
 //! - `teardown`: dropping a table and its history rows (`deletionPolicy: Drop`).
 //! - `error`: [`RunError`] and its bounded [`crate::reason::Reason`].
 
@@ -15,6 +16,7 @@ pub mod detect;
 mod error;
 pub mod history;
 pub mod observe;
+pub mod ownership;
 pub mod runner;
 pub mod shape;
 pub mod teardown;
@@ -27,7 +29,7 @@ use crate::lock::AcquireReport;
 pub use error::RunError;
 pub use observe::{Observation, observe};
 pub use runner::run;
-pub use teardown::{DropOutcome, drop_box_table};
+pub use teardown::{DropBlock, DropOutcome, DropRequest, DropVerdict, Rows, drop_box_table};
 
 /// Which kind of box table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -86,6 +88,10 @@ pub struct Plan {
     pub lock_timeout: Duration,
     /// Timeouts for the DDL transaction.
     pub ddl: DdlTimeouts,
+    /// The BoxTable running the plan: a run records it as the table's owner and refuses a table
+    /// another BoxTable owns. `None` (the `migrate` command) neither checks nor records ownership,
+    /// as a Brighter application would not.
+    pub owner: Option<ownership::Owner>,
 }
 
 /// Which path a run took.

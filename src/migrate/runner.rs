@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 use super::catalog::{fresh_statements, step_statements};
 use super::detect::{self, Decision, Facts};
 use super::history::{self, HistoryTable};
+use super::ownership;
 use super::{HistoryScope, Outcome, Plan, RunError};
 use crate::db::Session;
 use crate::lock::{self, Holder, LockError, LockIdentity, Wait};
@@ -131,10 +132,23 @@ async fn up_to_date_without_lock(
     }
     let facts = read_facts(client, plan, false).await?;
     let history = HistoryTable::for_table(&plan.table, plan.history_scope);
-    match detect::decide(plan, target, &facts, &history.quoted())? {
-        Decision::UpToDate { at } => Ok(Some(at)),
-        _ => Ok(None),
+    let Decision::UpToDate { at } = detect::decide(plan, target, &facts, &history.quoted())? else {
+        return Ok(None);
+    };
+    // Up to date is the answer only for the table's owner: anyone else (or a table nobody owns
+    // yet) goes to the locked path, which refuses or records the owner.
+    if let Some(owner) = &plan.owner {
+        let comment = ownership::read_comment(client, &plan.table)
+            .await?
+            .flatten();
+        if !matches!(
+            ownership::judge(comment.as_deref(), owner),
+            ownership::Claim::Ours(_)
+        ) {
+            return Ok(None);
+        }
     }
+    Ok(Some(at))
 }
 
 /// Before anything else, in one round trip: refuses a session whose statements reach another
@@ -302,6 +316,10 @@ async fn migrate(client: &Client, plan: &Plan, target: u32) -> Result<Decision, 
     let table = &plan.table;
     let history = HistoryTable::for_table(table, plan.history_scope);
     let facts = read_facts(client, plan, true).await?;
+    let owner = plan.owner.as_ref();
+    if let (Some(owner), Some(_)) = (owner, &facts.table) {
+        ownership::ensure_owner(client, table, owner, ownership::Origin::Adopted).await?;
+    }
     let decision = detect::decide(plan, target, &facts, &history.quoted())?;
     let steps_after = match decision {
         Decision::Fresh { to } => {
@@ -310,6 +328,9 @@ async fn migrate(client: &Client, plan: &Plan, target: u32) -> Result<Decision, 
                 execute_step(client, plan, to, &description, &sql).await?;
             }
             history::insert(client, &history, table, to, &description).await?;
+            if let Some(owner) = owner {
+                ownership::ensure_owner(client, table, owner, ownership::Origin::Created).await?;
+            }
             return Ok(decision);
         }
         Decision::Bootstrap { detected, .. } => {

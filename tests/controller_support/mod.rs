@@ -145,6 +145,7 @@ pub struct Harness {
     pub readiness: Readiness,
     pub shutdown: CancellationToken,
     pub logs: CapturedLogs,
+    resync: Duration,
     controller: Option<JoinHandle<Result<(), RunError>>>,
     _log_guard: tracing::subscriber::DefaultGuard,
 }
@@ -212,21 +213,13 @@ impl HarnessBuilder {
         let metrics = Arc::new(Metrics::new());
         let readiness = Readiness::new();
         let shutdown = CancellationToken::new();
-        let settings = Settings {
-            namespaces: vec![NAMESPACE.to_owned()],
-            concurrency: 4,
-            resync: self.resync,
-            retry_base: std::time::Duration::from_millis(500),
-            instance: "controller-test".to_owned(),
-            leader_election_namespace: None,
-        };
-        let controller = tokio::spawn(controller::run(
-            client.clone(),
-            settings,
+        let controller = spawn_controller(
+            &client,
+            self.resync,
             metrics.clone(),
             readiness.clone(),
             shutdown.clone(),
-        ));
+        );
         let harness = Harness {
             api,
             client,
@@ -235,6 +228,7 @@ impl HarnessBuilder {
             readiness,
             shutdown,
             logs,
+            resync: self.resync,
             controller: Some(controller),
             _log_guard: log_guard,
         };
@@ -245,6 +239,30 @@ impl HarnessBuilder {
         }
         harness
     }
+}
+
+fn spawn_controller(
+    client: &Client,
+    resync: Duration,
+    metrics: Arc<Metrics>,
+    readiness: Readiness,
+    shutdown: CancellationToken,
+) -> JoinHandle<Result<(), RunError>> {
+    let settings = Settings {
+        namespaces: vec![NAMESPACE.to_owned()],
+        concurrency: 4,
+        resync,
+        retry_base: std::time::Duration::from_millis(500),
+        instance: "controller-test".to_owned(),
+        leader_election_namespace: None,
+    };
+    tokio::spawn(controller::run(
+        client.clone(),
+        settings,
+        metrics,
+        readiness,
+        shutdown,
+    ))
 }
 
 /// The condition of `type_` in `status`, if present.
@@ -441,6 +459,60 @@ impl Harness {
             .unwrap()
             .unwrap();
         started.elapsed()
+    }
+
+    /// Starts a new controller after [`Harness::stop`], as the next replica of a rolling update
+    /// would (same API server, same database, fresh in-memory state).
+    pub fn restart(&mut self) {
+        assert!(self.controller.is_none(), "stop the controller first");
+        self.shutdown = CancellationToken::new();
+        self.controller = Some(spawn_controller(
+            &self.client,
+            self.resync,
+            self.metrics.clone(),
+            Readiness::new(),
+            self.shutdown.clone(),
+        ));
+    }
+
+    /// Requests the API server has answered so far (all clients).
+    pub fn api_requests(&self) -> u64 {
+        self.api.request_count()
+    }
+
+    /// Creates another Secret `name` holding the test database's URL.
+    pub async fn create_secret_named(&self, name: &str) {
+        let secret: Secret = serde_json::from_value(json!({
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": name, "namespace": NAMESPACE},
+            "stringData": {"connectionString": self.db.url.clone()},
+        }))
+        .unwrap();
+        Api::<Secret>::namespaced(self.client.clone(), NAMESPACE)
+            .create(&PostParams::default(), &secret)
+            .await
+            .unwrap();
+    }
+
+    /// Deletes the Secret `name`.
+    pub async fn delete_secret(&self, name: &str) {
+        Api::<Secret>::namespaced(self.client.clone(), NAMESPACE)
+            .delete(name, &DeleteParams::default())
+            .await
+            .unwrap();
+    }
+
+    /// Sets annotation `key` to `value` on the BoxTable (also while it is being deleted).
+    pub async fn annotate(&self, name: &str, key: &str, value: &str) {
+        self.boxtables()
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"annotations": {key: value}}})),
+            )
+            .await
+            .unwrap();
     }
 
     /// A plain connection to the test database.

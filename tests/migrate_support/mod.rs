@@ -9,8 +9,10 @@ use std::time::Duration;
 
 use boxtable_operator::db::Session;
 use boxtable_operator::ident::QualifiedName;
+use boxtable_operator::migrate::ownership::Owner;
 use boxtable_operator::migrate::{
-    self, BoxKind, DdlTimeouts, HistoryScope, Outcome, Payload, Plan, RunError,
+    self, BoxKind, DdlTimeouts, DropOutcome, DropRequest, HistoryScope, Outcome, Payload, Plan,
+    RunError,
 };
 use tokio_postgres::Client;
 use tokio_util::sync::CancellationToken;
@@ -40,6 +42,7 @@ impl PlanBuilder {
             target_version: None,
             lock_timeout: Duration::from_secs(30),
             ddl: DdlTimeouts::default(),
+            owner: None,
         })
     }
 
@@ -82,9 +85,70 @@ impl PlanBuilder {
         self
     }
 
+    /// Runs as the BoxTable with uid `uid` (namespace/name `shop/<uid>`).
+    pub fn owned_by(mut self, uid: &str) -> Self {
+        self.0.owner = Some(owner(uid));
+        self
+    }
+
     pub fn build(self) -> Plan {
         self.0
     }
+}
+
+/// The BoxTable with uid `uid`, named `shop/<uid>`, as an owner.
+pub fn owner(uid: &str) -> Owner {
+    Owner {
+        uid: uid.to_owned(),
+        boxtable: format!("shop/{uid}"),
+    }
+}
+
+/// The drop request of `plan`'s owner (the plan must name one).
+pub fn drop_request(plan: &Plan, consent: bool) -> DropRequest {
+    DropRequest {
+        owner: plan.owner.clone().expect("the plan names its owner"),
+        consent,
+        suspended: false,
+    }
+}
+
+/// One drop by `request` on a new session, never cancelled.
+pub async fn drop_with(
+    db: &TestDb,
+    plan: &Plan,
+    request: &DropRequest,
+) -> Result<DropOutcome, RunError> {
+    let mut session = session(db).await;
+    migrate::drop_box_table(
+        &mut session,
+        plan,
+        request,
+        &CancellationToken::new(),
+        |_| (),
+    )
+    .await
+}
+
+/// One drop by `plan`'s owner, with or without consent for the data.
+pub async fn drop_as_owner(
+    db: &TestDb,
+    plan: &Plan,
+    consent: bool,
+) -> Result<DropOutcome, RunError> {
+    drop_with(db, plan, &drop_request(plan, consent)).await
+}
+
+/// The comment on `qualified` (like `public.outbox`), `None` without one.
+pub async fn table_comment(client: &Client, qualified: &str) -> Option<String> {
+    client
+        .query_one(
+            "SELECT pg_catalog.obj_description(to_regclass($1), 'pg_class')",
+            &[&qualified],
+        )
+        .await
+        .unwrap()
+        .get(0)
 }
 
 /// A dedicated session on the test database, as the operator opens one.

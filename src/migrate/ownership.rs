@@ -1,0 +1,297 @@
+//! Which BoxTable owns a box table, recorded in the database itself: one line in the table's
+//! comment, written in the transaction that creates or adopts the table.
+//!
+//! The record lives with the table, so every operator that can reach the database sees it, in any
+//! namespace or cluster and through any Secret; and it dies with the table, so a table dropped and
+//! created again by someone else is never taken for the old owner's. Brighter neither sets nor reads
+//! table comments, and any comment a user wrote is kept: only the line starting with
+//! [`RECORD_PREFIX`] belongs to the operator.
+//!
+//! ```text
+//! brighter.dev/owner: uid=6f1c0d2e-... boxtable=shop/orders-outbox origin=created
+//! ```
+
+use tokio_postgres::Client;
+use tokio_postgres::types::Type;
+
+use super::RunError;
+use crate::ident::QualifiedName;
+
+/// The start of the comment line that records the owner. Never change it: records written by
+/// earlier releases would no longer be recognised.
+pub const RECORD_PREFIX: &str = "brighter.dev/owner:";
+
+/// The table's comment, looked up by namespace oid and name. No row: no table.
+const COMMENT_SQL: &str = "SELECT pg_catalog.obj_description(c.oid, 'pg_class') \
+     FROM pg_catalog.pg_class c \
+     WHERE c.relnamespace = (SELECT oid FROM pg_catalog.pg_namespace WHERE nspname = $1) \
+       AND c.relname = $2 AND c.relkind IN ('r', 'p')";
+
+/// `COMMENT ON` takes no parameters: the server quotes the text as a literal first.
+const QUOTE_SQL: &str = "SELECT pg_catalog.quote_literal($1)";
+
+/// The lock a drop holds on the table while it checks ownership and counts rows: `ACCESS SHARE`
+/// conflicts with `DROP TABLE` and `ALTER TABLE` (so the table checked is the table dropped), not
+/// with an application's reads and writes.
+pub fn lock_sql(table: &QualifiedName) -> String {
+    format!("LOCK TABLE {} IN ACCESS SHARE MODE", table.quoted())
+}
+
+/// The BoxTable asking to migrate or drop a table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owner {
+    /// The BoxTable's `metadata.uid` (unique across namespaces, clusters and re-creations).
+    pub uid: String,
+    /// `namespace/name`, for messages.
+    pub boxtable: String,
+}
+
+/// How the owner came to own the table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// The operator created the table for this BoxTable.
+    Created,
+    /// The table existed (made by an application, by hand, or before ownership records) and this
+    /// BoxTable took it over.
+    Adopted,
+}
+
+impl Origin {
+    fn as_str(self) -> &'static str {
+        match self {
+            Origin::Created => "created",
+            Origin::Adopted => "adopted",
+        }
+    }
+}
+
+/// An ownership record as read from a table's comment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnerRecord {
+    /// The owning BoxTable's uid.
+    pub uid: String,
+    /// The owning BoxTable's `namespace/name` when the record was written.
+    pub boxtable: String,
+    /// Created or adopted.
+    pub origin: Origin,
+}
+
+/// What a table's record says about a claimant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Claim {
+    /// The claimant owns the table.
+    Ours(Origin),
+    /// No record: nobody owns it yet.
+    Unowned,
+    /// Another BoxTable owns it.
+    Theirs(OwnerRecord),
+}
+
+impl OwnerRecord {
+    /// The comment line for this record.
+    pub fn line(&self) -> String {
+        format!(
+            "{RECORD_PREFIX} uid={} boxtable={} origin={}",
+            self.uid,
+            self.boxtable,
+            self.origin.as_str()
+        )
+    }
+}
+
+/// The ownership record in `comment`, if it holds one.
+pub fn parse(comment: &str) -> Option<OwnerRecord> {
+    let line = comment
+        .lines()
+        .find_map(|l| l.trim().strip_prefix(RECORD_PREFIX))?;
+    let (mut uid, mut boxtable, mut origin) = (None, None, None);
+    for field in line.split_whitespace() {
+        match field.split_once('=') {
+            Some(("uid", v)) if !v.is_empty() => uid = Some(v.to_owned()),
+            Some(("boxtable", v)) => boxtable = Some(v.to_owned()),
+            Some(("origin", "created")) => origin = Some(Origin::Created),
+            Some(("origin", "adopted")) => origin = Some(Origin::Adopted),
+            _ => {}
+        }
+    }
+    Some(OwnerRecord {
+        uid: uid?,
+        boxtable: boxtable.unwrap_or_default(),
+        // A record whose origin cannot be read is treated as the more careful one.
+        origin: origin.unwrap_or(Origin::Adopted),
+    })
+}
+
+/// `existing` with its ownership line replaced by `record`'s; every other line is kept.
+pub fn with_record(existing: Option<&str>, record: &OwnerRecord) -> String {
+    let mut lines: Vec<String> = existing
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| !l.trim().starts_with(RECORD_PREFIX))
+        .map(str::to_owned)
+        .collect();
+    while lines.last().is_some_and(|l| l.trim().is_empty()) {
+        lines.pop();
+    }
+    lines.push(record.line());
+    lines.join("\n")
+}
+
+/// What the record in `comment` says about `owner`.
+pub fn judge(comment: Option<&str>, owner: &Owner) -> Claim {
+    match comment.and_then(parse) {
+        None => Claim::Unowned,
+        Some(record) if record.uid == owner.uid => Claim::Ours(record.origin),
+        Some(record) => Claim::Theirs(record),
+    }
+}
+
+/// The table's comment: `None` when the table does not exist, `Some(None)` without a comment.
+///
+/// # Errors
+/// [`RunError`] classified from the database error.
+pub async fn read_comment(
+    client: &Client,
+    table: &QualifiedName,
+) -> Result<Option<Option<String>>, RunError> {
+    let op = "reading the ownership record";
+    let rows = client
+        .query_typed(
+            COMMENT_SQL,
+            &[
+                (&table.schema.as_str(), Type::TEXT),
+                (&table.table.as_str(), Type::TEXT),
+            ],
+        )
+        .await
+        .map_err(RunError::query(op, table))?;
+    match rows.first() {
+        None => Ok(None),
+        Some(row) => Ok(Some(row.try_get(0).map_err(RunError::query(op, table))?)),
+    }
+}
+
+/// Writes `record` into the table's comment, keeping the rest of `existing`. Runs inside the
+/// caller's transaction, so the record commits (or rolls back) with the DDL that made it true.
+///
+/// # Errors
+/// [`RunError`] classified from the database error.
+///
+/// # Idempotency
+/// Writing the same record again leaves the same comment.
+pub async fn write(
+    client: &Client,
+    table: &QualifiedName,
+    existing: Option<&str>,
+    record: &OwnerRecord,
+) -> Result<(), RunError> {
+    let op = "writing the ownership record";
+    let text = with_record(existing, record);
+    let literal: String = client
+        .query_typed_one(QUOTE_SQL, &[(&text, Type::TEXT)])
+        .await
+        .and_then(|row| row.try_get(0))
+        .map_err(RunError::query(op, table))?;
+    client
+        .batch_execute(&format!("COMMENT ON TABLE {} IS {literal}", table.quoted()))
+        .await
+        .map_err(RunError::query(op, table))
+}
+
+/// Makes sure `owner` may change `table`, recording it as the owner (with `origin`) when the
+/// table has no owner yet. Runs inside the locked transaction, after the table exists, so the
+/// record commits with the DDL (or the adoption) it describes.
+///
+/// # Errors
+/// [`RunError::NotOwner`] when another BoxTable owns the table; database errors, classified.
+///
+/// # Idempotency
+/// A table already owned by `owner` is left as it is.
+pub async fn ensure_owner(
+    client: &Client,
+    table: &QualifiedName,
+    owner: &Owner,
+    origin: Origin,
+) -> Result<(), RunError> {
+    let comment = read_comment(client, table).await?.flatten();
+    match judge(comment.as_deref(), owner) {
+        Claim::Ours(_) => Ok(()),
+        Claim::Theirs(record) => Err(RunError::NotOwner {
+            table: table.to_string(),
+            owner: record.boxtable,
+            uid: record.uid,
+        }),
+        Claim::Unowned => {
+            let record = OwnerRecord {
+                uid: owner.uid.clone(),
+                boxtable: owner.boxtable.clone(),
+                origin,
+            };
+            write(client, table, comment.as_deref(), &record).await
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(uid: &str, origin: Origin) -> OwnerRecord {
+        OwnerRecord {
+            uid: uid.to_owned(),
+            boxtable: "shop/orders".to_owned(),
+            origin,
+        }
+    }
+
+    fn owner(uid: &str) -> Owner {
+        Owner {
+            uid: uid.to_owned(),
+            boxtable: "shop/orders".to_owned(),
+        }
+    }
+
+    #[test]
+    fn a_record_reads_back_as_written() {
+        let written = record("6f1c", Origin::Created);
+        assert_eq!(parse(&written.line()), Some(written));
+    }
+
+    #[test]
+    fn a_user_comment_is_kept_around_the_record() {
+        let comment = with_record(
+            Some("orders of the shop\nsee wiki"),
+            &record("a", Origin::Adopted),
+        );
+        assert!(
+            comment.starts_with("orders of the shop\nsee wiki\n"),
+            "{comment}"
+        );
+        let replaced = with_record(Some(&comment), &record("a", Origin::Created));
+        assert_eq!(replaced.matches(RECORD_PREFIX).count(), 1, "{replaced}");
+        assert!(
+            replaced.starts_with("orders of the shop\nsee wiki\n"),
+            "{replaced}"
+        );
+        assert_eq!(parse(&replaced).map(|r| r.origin), Some(Origin::Created));
+    }
+
+    #[test]
+    fn only_the_recorded_uid_owns_the_table() {
+        let comment = record("a", Origin::Created).line();
+        assert_eq!(
+            judge(Some(&comment), &owner("a")),
+            Claim::Ours(Origin::Created)
+        );
+        assert!(matches!(judge(Some(&comment), &owner("b")), Claim::Theirs(r) if r.uid == "a"));
+        assert_eq!(judge(Some("just a note"), &owner("a")), Claim::Unowned);
+        assert_eq!(judge(None, &owner("a")), Claim::Unowned);
+    }
+
+    #[test]
+    fn a_record_without_a_readable_origin_counts_as_adopted() {
+        let parsed = parse("brighter.dev/owner: uid=a boxtable=shop/x origin=").unwrap();
+        assert_eq!(parsed.origin, Origin::Adopted);
+        assert_eq!(parse("brighter.dev/owner: boxtable=shop/x"), None);
+    }
+}

@@ -1,0 +1,355 @@
+//! Deleting BoxTables through the controller, in-process against the local API server and a real
+//! PostgreSQL: a Drop destroys only what its BoxTable owns, asks before destroying data, never
+//! silently becomes a Retain, runs once, and never spins.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod controller_support;
+mod migrate_support;
+mod support;
+
+use std::time::Duration;
+
+use boxtable_operator::crd::{BoxTable, FINALIZER, LockState};
+use controller_support::*;
+use serde_json::json;
+
+const CONFIRM: &str = "brighter.dev/confirm-drop";
+
+async fn insert_messages(h: &Harness, table: &str, undispatched: u32, dispatched: u32) {
+    h.sql()
+        .await
+        .batch_execute(&format!(
+            "INSERT INTO {table} (messageid, topic, body, dispatched) \
+             SELECT gen_random_uuid()::text, 't', 'b', NULL FROM generate_series(1, {undispatched}); \
+             INSERT INTO {table} (messageid, topic, body, dispatched) \
+             SELECT gen_random_uuid()::text, 't', 'b', now() FROM generate_series(1, {dispatched})"
+        ))
+        .await
+        .unwrap();
+}
+
+async fn rows(h: &Harness, table: &str) -> i64 {
+    h.sql()
+        .await
+        .query_one(&format!("SELECT count(*) FROM {table}"), &[])
+        .await
+        .unwrap()
+        .get(0)
+}
+
+fn ready_message(bt: &BoxTable) -> String {
+    condition(bt.status.as_ref().unwrap(), "Ready")
+        .unwrap()
+        .message
+        .clone()
+}
+
+fn has_finalizer(bt: &BoxTable) -> bool {
+    bt.metadata
+        .finalizers
+        .as_ref()
+        .is_some_and(|f| f.iter().any(|f| f == FINALIZER))
+}
+
+async fn event_reasons(h: &Harness, name: &str) -> Vec<(String, String, String)> {
+    h.events(name)
+        .await
+        .into_iter()
+        .map(|e| {
+            (
+                e.reason.unwrap_or_default(),
+                e.type_.unwrap_or_default(),
+                e.note.unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn deleting_the_loser_of_a_conflict_keeps_the_winners_table_and_its_rows() {
+    let h = Harness::start().await;
+    h.apply(boxtable("shared-outbox").table("shared_outbox"))
+        .await;
+    h.wait_ready("shared-outbox").await;
+    insert_messages(&h, "public.shared_outbox", 1, 0).await;
+    h.apply(boxtable("dup-outbox").table("shared_outbox").drop_policy())
+        .await;
+    h.wait_stalled("dup-outbox", "TableConflict").await;
+
+    h.delete("dup-outbox").await;
+    h.wait_gone("dup-outbox").await;
+
+    assert!(h.table_exists("public.shared_outbox").await);
+    assert_eq!(rows(&h, "public.shared_outbox").await, 1);
+    let events = event_reasons(&h, "dup-outbox").await;
+    assert!(
+        events.iter().any(|(r, t, n)| r == "TableKept"
+            && t == "Warning"
+            && n.contains("shop/shared-outbox")),
+        "the deletion says the table was kept, and whose it is: {events:?}"
+    );
+    h.wait_for_passes(2).await;
+    assert!(is_ready(&h.get("shared-outbox").await));
+}
+
+#[tokio::test]
+async fn a_boxtable_reaching_an_owned_table_through_another_secret_conflicts_and_its_drop_keeps_it()
+{
+    let h = Harness::start().await;
+    h.create_secret_named("other-db").await;
+    h.apply(boxtable("team-a")).await;
+    h.wait_ready("team-a").await;
+    insert_messages(&h, "public.outbox", 1, 0).await;
+
+    h.apply(boxtable("team-b").secret("other-db").drop_policy())
+        .await;
+    let stalled = h.wait_stalled("team-b", "TableConflict").await;
+    let message = ready_message(&stalled);
+    assert!(
+        message.contains("shop/team-a") && message.contains("public.outbox"),
+        "the conflict names the owner from the database: {message}"
+    );
+
+    h.delete("team-b").await;
+    h.wait_gone("team-b").await;
+    assert!(h.table_exists("public.outbox").await);
+    assert_eq!(rows(&h, "public.outbox").await, 1);
+    h.wait_for_passes(2).await;
+    assert!(is_ready(&h.get("team-a").await));
+}
+
+#[tokio::test]
+async fn an_adopted_table_holding_messages_is_dropped_only_after_consent_naming_it() {
+    let h = Harness::start().await;
+    let client = h.sql().await;
+    migrate_support::outbox_at(&client, "public.legacy_outbox", 2, 0).await;
+    client
+        .batch_execute(
+            "INSERT INTO public.legacy_outbox (MessageId, Topic, Body) \
+             SELECT gen_random_uuid(), 't', 'b' FROM generate_series(1, 1000)",
+        )
+        .await
+        .unwrap();
+    h.apply(boxtable("legacy").table("legacy_outbox").drop_policy())
+        .await;
+    h.wait_ready("legacy").await;
+
+    h.delete("legacy").await;
+    let blocked = h.wait_stalled("legacy", "DropBlocked").await;
+
+    let message = ready_message(&blocked);
+    for needed in [
+        "1000 rows, 1000 of them undispatched",
+        "adopted",
+        "brighter.dev/confirm-drop=public.legacy_outbox",
+        "Retain",
+    ] {
+        assert!(
+            message.contains(needed),
+            "{needed:?} missing from: {message}"
+        );
+    }
+    assert!(has_finalizer(&blocked));
+    let events = event_reasons(&h, "legacy").await;
+    assert!(
+        events
+            .iter()
+            .any(|(r, t, n)| r == "DropBlocked" && t == "Warning" && n.contains("confirm-drop")),
+        "a Warning event says what to do: {events:?}"
+    );
+    // A resync later it is still waiting, and the data is still there.
+    h.wait_for_passes(1).await;
+    assert!(is_stalled_with(&h.get("legacy").await, "DropBlocked"));
+    assert_eq!(rows(&h, "public.legacy_outbox").await, 1000);
+
+    // Consent for another table is no consent.
+    h.annotate("legacy", CONFIRM, "public.outbox").await;
+    h.wait_for_passes(1).await;
+    assert_eq!(rows(&h, "public.legacy_outbox").await, 1000);
+
+    h.annotate("legacy", CONFIRM, "public.legacy_outbox").await;
+    h.wait_gone("legacy").await;
+    assert!(!h.table_exists("public.legacy_outbox").await);
+    let events = event_reasons(&h, "legacy").await;
+    assert!(
+        events.iter().any(|(r, _, n)| r == "Dropped"
+            && n.contains("it held 1000 rows, 1000 of them undispatched")),
+        "the drop says what it destroyed: {events:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_suspended_boxtable_blocks_its_drop_until_it_is_resumed() {
+    let h = Harness::start().await;
+    h.apply(boxtable("orders").drop_policy()).await;
+    h.wait_ready("orders").await;
+    h.patch_spec("orders", json!({"suspend": true})).await;
+    h.wait_for("orders", "Suspended", |bt| {
+        bt.status.as_ref().is_some_and(|s| reason(s) == "Suspended")
+    })
+    .await;
+
+    h.delete("orders").await;
+    let blocked = h.wait_stalled("orders", "DropBlocked").await;
+
+    assert!(
+        ready_message(&blocked).contains("suspend"),
+        "{}",
+        ready_message(&blocked)
+    );
+    assert!(h.table_exists("public.outbox").await);
+    h.patch_spec("orders", json!({"suspend": false})).await;
+    h.wait_gone("orders").await;
+    assert!(!h.table_exists("public.outbox").await);
+}
+
+#[tokio::test]
+async fn a_suspended_boxtable_that_never_touched_its_table_leaves_it_alone() {
+    let h = Harness::start().await;
+    migrate_support::outbox_at(&h.sql().await, "public.outbox", 2, 0).await;
+    h.apply(boxtable("orders").drop_policy().suspended()).await;
+    h.wait_for("orders", "Suspended", |bt| {
+        bt.status.as_ref().is_some_and(|s| reason(s) == "Suspended")
+    })
+    .await;
+
+    h.delete("orders").await;
+    h.wait_gone("orders").await;
+
+    assert!(h.table_exists("public.outbox").await);
+    let events = event_reasons(&h, "orders").await;
+    assert!(
+        events.iter().any(|(r, _, _)| r == "TableKept"),
+        "{events:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_drop_waiting_for_the_lock_shows_the_holder_and_survives_an_operator_shutdown() {
+    let mut h = Harness::start().await;
+    h.apply(boxtable("orders").drop_policy()).await;
+    h.wait_ready("orders").await;
+    let holder = h.hold_lock("orders-api", "public", "outbox").await;
+
+    h.delete("orders").await;
+    let waiting = h
+        .wait_for("orders", "lock state Waiting during the drop", |bt| {
+            bt.status
+                .as_ref()
+                .and_then(|s| s.lock.as_ref())
+                .is_some_and(|l| l.state == LockState::Waiting)
+        })
+        .await;
+    let status = waiting.status.unwrap();
+    assert_eq!(reason(&status), "WaitingForLock");
+    let seen = status.lock.unwrap().holder.expect("the holder is shown");
+    assert_eq!(
+        (seen.pid, seen.application_name.as_str()),
+        (holder.pid, "orders-api")
+    );
+    let events = event_reasons(&h, "orders").await;
+    assert!(
+        events.iter().any(|(r, _, _)| r == "WaitingForLock"),
+        "{events:?}"
+    );
+
+    // A rolling update: this replica stops in the middle of the wait.
+    h.stop().await;
+    let after_stop = h.get("orders").await;
+    assert!(
+        has_finalizer(&after_stop),
+        "the finalizer stays for the next replica"
+    );
+    assert!(h.table_exists("public.outbox").await);
+
+    h.restart();
+    holder.release().await;
+    h.wait_gone("orders").await;
+    assert!(!h.table_exists("public.outbox").await);
+}
+
+#[tokio::test]
+async fn a_drop_still_runs_when_the_spec_no_longer_plans() {
+    let h = Harness::start().await;
+    h.apply(boxtable("orders").drop_policy()).await;
+    h.wait_ready("orders").await;
+    // Admitted by the schema, refused by the operator (the wait is capped at 1h).
+    h.patch_spec("orders", json!({"lock": {"timeout": "2h"}}))
+        .await;
+    h.wait_stalled("orders", "InvalidSpec").await;
+
+    h.delete("orders").await;
+    h.wait_gone("orders").await;
+
+    assert!(!h.table_exists("public.outbox").await);
+}
+
+#[tokio::test]
+async fn a_stuck_drop_makes_one_pass_per_backoff_step_and_says_so_in_its_conditions() {
+    let h = Harness::start().await;
+    h.apply(boxtable("orders").drop_policy()).await;
+    h.wait_ready("orders").await;
+    h.delete_secret(SECRET).await;
+
+    h.delete("orders").await;
+    let failed = h
+        .wait_for("orders", "Ready reason DropFailed", |bt| {
+            bt.status
+                .as_ref()
+                .is_some_and(|s| reason(s) == "DropFailed")
+        })
+        .await;
+    assert!(
+        ready_message(&failed).contains(SECRET),
+        "{}",
+        ready_message(&failed)
+    );
+
+    // The measurement window the check is about: what a stuck deletion costs over 30 s.
+    let before = h.api_requests();
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    let requests = h.api_requests() - before;
+
+    println!("API requests during 30 s of a stuck Drop: {requests}");
+    // Backoff from 0.5 s doubling: about 6 passes in 30 s, each one Secret read.
+    assert!(
+        requests <= 30,
+        "a stuck deletion must not spin: {requests} API requests in 30 s"
+    );
+    let still = h.get("orders").await;
+    assert_eq!(reason(still.status.as_ref().unwrap()), "DropFailed");
+    assert!(h.table_exists("public.outbox").await);
+}
+
+#[tokio::test]
+async fn every_drop_runs_exactly_once() {
+    let h = Harness::start().await;
+    h.apply(boxtable("orders").drop_policy()).await;
+    h.wait_ready("orders").await;
+
+    h.delete("orders").await;
+    h.wait_gone("orders").await;
+    // Let any pass still queued for the object run out.
+    wait_until("no reconcile in flight", || async {
+        h.metrics
+            .encode()
+            .unwrap()
+            .lines()
+            .any(|l| l == "boxtable_reconciles_in_flight 0")
+    })
+    .await;
+    h.wait_for_passes(0).await;
+
+    let dropped: Vec<_> = event_reasons(&h, "orders")
+        .await
+        .into_iter()
+        .filter(|(r, _, _)| r == "Dropped")
+        .collect();
+    assert_eq!(dropped.len(), 1, "{dropped:?}");
+    let logs = h.logs();
+    assert!(!logs.contains("already gone"), "a second drop ran");
+    assert!(
+        !logs.contains("finalizer") || !logs.contains("404"),
+        "the finalizer was removed twice"
+    );
+}
