@@ -272,7 +272,28 @@ async fn many_tables_share_at_most_concurrency_sessions() {
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stdout}\n{stderr}");
     assert_eq!(statuses(&stdout).len(), 6);
-    // pg_stat_database is updated when a session ends; the command has exited.
+    // pg_stat_database counts a session when its backend exits, which may be after the command
+    // has: wait until the command's backends are gone and at least one session is counted.
+    let started = std::time::Instant::now();
+    loop {
+        let left: i64 = client
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
+                 AND application_name = 'boxtable-operator-migrate'",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if left == 0 && sessions().await > before {
+            break;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "the command's sessions never ended"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
     let opened = sessions().await - before;
     assert!(
         (1..=2).contains(&opened),

@@ -356,7 +356,11 @@ async fn shutdown_abandons_a_lock_wait_promptly_and_leaves_no_session_behind() {
 
     let took = h.stop().await;
 
-    assert!(took < Duration::from_secs(2), "run took {took:?} to return");
+    // Against a 30 s lock timeout: it abandoned the wait instead of sitting it out.
+    assert!(
+        took < Duration::from_secs(10),
+        "run took {took:?} to return"
+    );
     wait_until("the operator's session to end", || async {
         h.operator_sessions().await == 0
     })
@@ -366,12 +370,8 @@ async fn shutdown_abandons_a_lock_wait_promptly_and_leaves_no_session_behind() {
 #[tokio::test]
 async fn readiness_turns_true_once_the_boxtable_cache_has_synced() {
     let h = Harness::start().await;
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !h.readiness.is_ready() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "/readyz never became ready"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    wait_until("/readyz to become ready", || async {
+        h.readiness.is_ready()
+    })
+    .await;
 }

@@ -266,7 +266,7 @@ async fn a_sigkilled_operator_leaves_no_partial_table_or_lock_and_a_restart_conv
     // Wait until the operator is inside its migration transaction, blocked on the first ALTER.
     let observer = connect(&cluster.db.url).await;
     cluster
-        .eventually("the operator's ALTER to block on the table lock", Duration::from_secs(20), || async {
+        .eventually("the operator's ALTER to block on the table lock", WAIT, || async {
             let n: i64 = observer
                 .query_one(
                     "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'boxtable-operator/kill/%' \

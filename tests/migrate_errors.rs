@@ -221,7 +221,7 @@ async fn a_ddl_lock_timeout_makes_a_step_on_a_busy_table_fail_quickly() {
         .ddl_lock_timeout(Duration::from_millis(200))
         .build();
 
-    let err = tokio::time::timeout(Duration::from_secs(20), run(&db, &plan))
+    let err = tokio::time::timeout(Duration::from_secs(60), run(&db, &plan))
         .await
         .expect("the step must not wait for the table lock")
         .unwrap_err();
@@ -250,7 +250,7 @@ async fn a_statement_timeout_fails_the_step_and_rolls_back() {
         .statement_timeout(Duration::from_millis(300))
         .build();
 
-    let err = tokio::time::timeout(Duration::from_secs(20), run(&db, &plan))
+    let err = tokio::time::timeout(Duration::from_secs(60), run(&db, &plan))
         .await
         .expect("the statement timeout must end the step")
         .unwrap_err();

@@ -13,6 +13,22 @@ use boxtable_operator::reason::Reason;
 use migrate_support::*;
 use tokio_util::sync::CancellationToken;
 
+/// How long a wait on a server-side condition may take: generous, for busy machines.
+const WAIT: Duration = Duration::from_secs(60);
+
+/// Sessions of the run under test whose statement waits on a table (heavyweight) lock.
+async fn blocked_on_a_table_lock(client: &tokio_postgres::Client) -> i64 {
+    client
+        .query_one(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'boxtable-operator-test' \
+             AND wait_event_type = 'Lock' AND wait_event = 'relation'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0)
+}
+
 #[tokio::test]
 async fn eight_runners_at_once_create_the_table_once_and_leave_no_lock() {
     let db = Arc::new(support::fresh_db().await);
@@ -135,20 +151,29 @@ async fn a_run_waits_for_the_holder_and_then_migrates() {
         .query_one("SELECT pg_advisory_lock($1)", &[&key])
         .await
         .unwrap();
-    let release = tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        holder
-            .query_one("SELECT pg_advisory_unlock($1)", &[&key])
-            .await
-            .unwrap();
-        holder
-    });
+    // The holder lets go once the run has found the lock taken, however long it took to get there.
+    let (contended, first_contention) = tokio::sync::oneshot::channel();
+    let release = async {
+        if first_contention.await.is_ok() {
+            holder
+                .query_one("SELECT pg_advisory_unlock($1)", &[&key])
+                .await
+                .unwrap();
+        }
+    };
 
-    let outcome = run(&db, &plan).await.unwrap();
+    let mut session = session(&db).await;
+    let never = CancellationToken::new();
+    let (outcome, ()) = tokio::join!(
+        migrate::run(&mut session, &plan, &never, move |_| {
+            let _ = contended.send(());
+        }),
+        release
+    );
 
+    let outcome = outcome.unwrap();
     assert_eq!(outcome.path, RunPath::Fresh);
     assert!(outcome.lock.unwrap().attempts > 1);
-    drop(release.await.unwrap());
 }
 
 #[tokio::test]
@@ -163,32 +188,32 @@ async fn cancelling_a_run_mid_statement_rolls_back_and_releases_the_lock() {
     let before = snapshot(&client).await;
     let plan = outbox("Outbox").build();
     let cancel = CancellationToken::new();
-    let trigger = cancel.clone();
-    tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        trigger.cancel();
-    });
+    // Cancel once the run's statement is blocked on the table lock, not at a guessed moment.
+    let trigger = async {
+        let started = std::time::Instant::now();
+        while blocked_on_a_table_lock(&client).await == 0 {
+            assert!(
+                started.elapsed() < WAIT,
+                "the run never blocked on the table lock"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        cancel.cancel();
+    };
 
     let mut session = session(&db).await;
-    let err = tokio::time::timeout(
-        Duration::from_secs(20),
-        migrate::run(&mut session, &plan, &cancel, |_| ()),
-    )
-    .await
-    .expect("cancellation must end the run")
-    .unwrap_err();
+    let (err, ()) = tokio::join!(
+        tokio::time::timeout(WAIT, migrate::run(&mut session, &plan, &cancel, |_| ())),
+        trigger
+    );
+    let err = err.expect("cancellation must end the run").unwrap_err();
 
     assert_eq!(err.reason(), Reason::Cancelled, "{}", err.chain());
-    let waiting: i64 = client
-        .query_one(
-            "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'boxtable-operator-test' \
-             AND wait_event_type = 'Lock'",
-            &[],
-        )
-        .await
-        .unwrap()
-        .get(0);
-    assert_eq!(waiting, 0, "the server cancelled the blocked statement");
+    assert_eq!(
+        blocked_on_a_table_lock(&client).await,
+        0,
+        "the server cancelled the blocked statement"
+    );
     assert_eq!(advisory_locks(&client).await, 0);
     busy.batch_execute("ROLLBACK").await.unwrap();
     assert_eq!(snapshot(&client).await, before);
@@ -220,10 +245,12 @@ async fn a_waiter_stops_waiting_once_the_holder_has_brought_the_table_up_to_date
         .query_one("SELECT pg_advisory_lock($1)", &[&key])
         .await
         .unwrap();
-    let provisioner = db.url.clone();
-    tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        let provisioned = support::connect(&provisioner).await;
+    // The application provisions once the operator is waiting for its lock.
+    let (contended, first_contention) = tokio::sync::oneshot::channel();
+    let provision = async {
+        // A run that fails before it ever waits drops the sender; its error is reported below.
+        first_contention.await.ok()?;
+        let provisioned = db.connect().await;
         outbox_at(&provisioned, "public.outbox", 8, 0).await;
         write_history(
             &provisioned,
@@ -234,17 +261,29 @@ async fn a_waiter_stops_waiting_once_the_holder_has_brought_the_table_up_to_date
             "fresh install at V8",
         )
         .await;
-    });
+        Some(std::time::Instant::now())
+    };
 
-    let started = std::time::Instant::now();
-    let outcome = run(&db, &plan).await.unwrap();
+    let mut session = session(&db).await;
+    let run = async {
+        let outcome = migrate::run(&mut session, &plan, &CancellationToken::new(), move |_| {
+            let _ = contended.send(());
+        })
+        .await;
+        (outcome, std::time::Instant::now())
+    };
+    let ((outcome, returned), provisioned) = tokio::join!(run, provision);
 
+    let outcome = outcome.unwrap();
+    let provisioned = provisioned.expect("the run waited for the holder's lock");
     assert_eq!(outcome.path, RunPath::UpToDate);
     assert!(outcome.lock.is_none(), "the lock was never needed");
+    // Its lock timeout is 30 s and the holder never lets go while it runs: returning at all,
+    // and well before the timeout, means it noticed the finished work.
+    let after = returned.saturating_duration_since(provisioned);
     assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "left as soon as the table was up to date, not at the holder's release: {:?}",
-        started.elapsed()
+        after < Duration::from_secs(15),
+        "left soon after the table was up to date, not at the lock timeout: {after:?}"
     );
     let locked: bool = holder
         .query_one("SELECT pg_advisory_unlock($1)", &[&key])

@@ -13,16 +13,34 @@ const V1_OUTBOX: &str = "CREATE TABLE public.outbox (Id BIGSERIAL PRIMARY KEY, \
     MessageId UUID UNIQUE NOT NULL, Topic VARCHAR(255), MessageType VARCHAR(32), \
     Timestamp timestamptz, HeaderBag TEXT, Body TEXT)";
 
-/// Opens three server connections at once through the pooler, so that later transactions are
-/// spread over several backends.
+/// Makes the pooler open three server connections, so that later transactions are spread over
+/// several backends: three clients each hold a transaction open (which pins a server connection)
+/// until all three are open, whatever the timing.
 async fn warm_up(url: &str) {
-    let sleepers: Vec<_> = (0..3)
-        .map(|_| async {
-            let client = support::connect(url).await;
-            client.simple_query("SELECT pg_sleep(0.2)").await.unwrap();
-        })
-        .collect();
-    futures::future::join_all(sleepers).await;
+    let clients = futures::future::join_all((0..3).map(|_| support::connect(url))).await;
+    let mut pids = Vec::new();
+    for client in &clients {
+        client.batch_execute("BEGIN").await.unwrap();
+        // Simple protocol: no prepared statement is left on the pooled server connection.
+        let rows = client
+            .simple_query("SELECT pg_backend_pid()")
+            .await
+            .unwrap();
+        let pid = rows
+            .iter()
+            .find_map(|m| match m {
+                tokio_postgres::SimpleQueryMessage::Row(r) => r.get(0).map(str::to_owned),
+                _ => None,
+            })
+            .unwrap();
+        pids.push(pid);
+    }
+    for client in &clients {
+        client.batch_execute("COMMIT").await.unwrap();
+    }
+    pids.sort_unstable();
+    pids.dedup();
+    assert_eq!(pids.len(), 3, "three open transactions on three backends");
 }
 
 async fn outbox_behind(mode: &str) -> (support::TestDb, Pgbouncer, String) {

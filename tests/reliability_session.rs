@@ -153,12 +153,19 @@ async fn role_timeouts_do_not_break_a_long_lock_wait() {
         .lock_timeout(Duration::from_secs(10))
         .build();
     let cancel = CancellationToken::new();
-    let run = migrate::run(&mut session, &plan, &cancel, |_| ());
-    // The holder lets go at 3 s: 6 idle gaps of up to 1 s each, all longer than the role's
+    let (contended, first_contention) = tokio::sync::oneshot::channel();
+    let run = migrate::run(&mut session, &plan, &cancel, move |_| {
+        let _ = contended.send(());
+    });
+    // The holder lets go 3 s after the run first found the lock taken (however long the run took
+    // to get there): 6 idle gaps of up to 1 s each, all longer than the role's
     // idle_session_timeout, and a wait far beyond its statement_timeout.
     let release = async {
-        tokio::time::sleep(Duration::from_secs(3)).await;
-        release_brighter_lock(&holder, "outbox").await;
+        // A run that fails before it ever waits drops the sender; its error is reported below.
+        if first_contention.await.is_ok() {
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            release_brighter_lock(&holder, "outbox").await;
+        }
     };
     let (result, ()) = tokio::join!(run, release);
 

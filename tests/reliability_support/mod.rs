@@ -155,6 +155,44 @@ pub async fn backends(client: &Client, app: &str, condition: &str) -> i64 {
     client.query_one(&sql, &[&app]).await.unwrap().get(0)
 }
 
+/// How long a wait on a server-side condition may take before the test fails: generous, because
+/// the suite runs on busy machines and a wait returns as soon as its condition holds.
+pub const WAIT: Duration = Duration::from_secs(60);
+
+/// How long a process may take to exit after a signal and still count as prompt: far below
+/// anything it would otherwise wait for (a lock timeout, a held lock), with room for a busy host.
+pub const PROMPT: Duration = Duration::from_secs(10);
+
+/// The backend pid of `client`'s session.
+pub async fn backend_pid(client: &Client) -> i32 {
+    client
+        .query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .unwrap()
+        .get(0)
+}
+
+/// Waits until the backend `pid` has ended. A client that disconnects returns before its backend
+/// has exited and freed its locks, so count locks only after this.
+pub async fn wait_until_backend_gone(client: &Client, pid: i32) {
+    wait_until(
+        &format!("backend {pid} is gone from pg_stat_activity"),
+        WAIT,
+        || async {
+            let n: i64 = client
+                .query_one(
+                    "SELECT count(*) FROM pg_stat_activity WHERE pid = $1",
+                    &[&pid],
+                )
+                .await
+                .unwrap()
+                .get(0);
+            n == 0
+        },
+    )
+    .await;
+}
+
 /// Polls `check` every 20 ms until it returns true; fails the test naming `what` at the deadline.
 pub async fn wait_until<F, Fut>(what: &str, deadline: Duration, mut check: F)
 where
@@ -178,7 +216,7 @@ where
 pub async fn wait_until_paused(client: &Client, app: &str) {
     wait_until(
         "the migrate session waits in the DDL hook",
-        Duration::from_secs(20),
+        WAIT,
         || async {
             backends(
                 client,
@@ -198,7 +236,7 @@ pub async fn wait_until_paused(client: &Client, app: &str) {
 pub async fn wait_until_polling(client: &Client, app: &str) {
     wait_until(
         "the migrate session polls pg_try_advisory_lock",
-        Duration::from_secs(20),
+        WAIT,
         || async {
             backends(
                 client,
@@ -216,7 +254,7 @@ pub async fn wait_until_polling(client: &Client, app: &str) {
 pub async fn wait_until_gone(client: &Client, app: &str) {
     wait_until(
         "the migrate session is gone from pg_stat_activity",
-        Duration::from_secs(20),
+        WAIT,
         || async { backends(client, app, "true").await == 0 },
     )
     .await;
@@ -383,9 +421,9 @@ impl MigrateRun {
 
 /// Waits for `child` and collects its output.
 pub async fn finish(child: Child) -> MigrateRun {
-    let out = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
+    let out = tokio::time::timeout(Duration::from_secs(120), child.wait_with_output())
         .await
-        .expect("migrate must finish within 60 s")
+        .expect("migrate must finish within 120 s")
         .unwrap();
     MigrateRun {
         code: out.status.code(),

@@ -102,7 +102,7 @@ impl Pgbouncer {
         let start = Instant::now();
         while std::net::TcpStream::connect(("127.0.0.1", listen)).is_err() {
             assert!(
-                start.elapsed() < Duration::from_secs(10),
+                start.elapsed() < Duration::from_secs(60),
                 "pgbouncer did not start: {}",
                 std::fs::read_to_string(bouncer.dir.path().join("pgbouncer.log"))
                     .unwrap_or_default()

@@ -205,16 +205,16 @@ pub struct Watch {
 }
 
 impl Watch {
-    /// The next event, `None` when the server closed the stream. Fails the test after 10 s.
+    /// The next event, `None` when the server closed the stream. Fails the test after 60 s.
     pub async fn next(&mut self) -> Option<Value> {
         loop {
             if let Some(i) = self.pending.find('\n') {
                 let line: String = self.pending.drain(..=i).collect();
                 return Some(serde_json::from_str(line.trim()).unwrap());
             }
-            let chunk = tokio::time::timeout(Duration::from_secs(10), read_chunk(&mut self.r))
+            let chunk = tokio::time::timeout(Duration::from_secs(60), read_chunk(&mut self.r))
                 .await
-                .expect("no watch event within 10s")?;
+                .expect("no watch event within 60s")?;
             self.pending.push_str(&String::from_utf8(chunk).unwrap());
         }
     }

@@ -200,7 +200,7 @@ async fn kube_rs_watcher_finalizers_status_apply_events_and_leases_work() {
     let deleting = api.get("a").await.unwrap();
     assert!(deleting.metadata.deletion_timestamp.is_some());
     run_finalizer(&api, deleting).await;
-    eventually(5, "a to be gone", || async {
+    eventually(60, "a to be gone", || async {
         api.get_opt("a").await.unwrap().is_none()
     })
     .await;
@@ -208,7 +208,7 @@ async fn kube_rs_watcher_finalizers_status_apply_events_and_leases_work() {
 }
 
 async fn next_named(seen: &mut tokio::sync::mpsc::UnboundedReceiver<String>, prefix: &str) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     loop {
         let got = tokio::time::timeout_at(deadline, seen.recv())
             .await

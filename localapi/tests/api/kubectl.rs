@@ -104,7 +104,7 @@ async fn kubectl_applies_lists_refuses_waits_and_deletes() {
             "wait",
             "--for=condition=Ready",
             "boxtable/orders",
-            "--timeout=10s",
+            "--timeout=60s",
         ],
     )
     .await;
@@ -120,12 +120,12 @@ async fn kubectl_applies_lists_refuses_waits_and_deletes() {
 
     let o = kubectl(
         dir.path(),
-        &["delete", "-f", good.to_str().unwrap(), "--timeout=10s"],
+        &["delete", "-f", good.to_str().unwrap(), "--timeout=60s"],
     )
     .await;
     assert!(o.status.success(), "{}", text(&o));
     assert!(text(&o).contains("deleted"));
-    eventually(5, "orders to be gone", || async {
+    eventually(60, "orders to be gone", || async {
         api.get(&format!("{BT}/orders")).await.status == 404
     })
     .await;

@@ -67,7 +67,7 @@ async fn watch_from_a_resource_version_replays_later_events_sends_bookmarks_and_
     while w.next().await.is_some() {}
     let elapsed = started.elapsed();
     assert!(
-        elapsed >= Duration::from_millis(900) && elapsed < Duration::from_secs(5),
+        elapsed >= Duration::from_millis(900) && elapsed < Duration::from_secs(30),
         "closed after {elapsed:?}"
     );
 }
