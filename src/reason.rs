@@ -9,6 +9,9 @@ pub enum Reason {
     UpToDate,
     /// The table was brought to its target version in this run.
     Migrated,
+    /// The history records a version newer than this operator knows (a newer Brighter migrated
+    /// the table): Ready, left as it is, with a Warning event.
+    AheadOfOperator,
     /// Another session holds the advisory lock; the operator is polling.
     WaitingForLock,
     /// The lock is held and the migration transaction is running.
@@ -64,9 +67,10 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason, for tests and for pre-registering metric labels.
-    pub const ALL: [Reason; 27] = [
+    pub const ALL: [Reason; 28] = [
         Reason::UpToDate,
         Reason::Migrated,
+        Reason::AheadOfOperator,
         Reason::WaitingForLock,
         Reason::Migrating,
         Reason::LockTimeout,
@@ -99,6 +103,7 @@ impl Reason {
         match self {
             Reason::UpToDate => "UpToDate",
             Reason::Migrated => "Migrated",
+            Reason::AheadOfOperator => "AheadOfOperator",
             Reason::WaitingForLock => "WaitingForLock",
             Reason::Migrating => "Migrating",
             Reason::LockTimeout => "LockTimeout",
@@ -153,6 +158,14 @@ impl Reason {
     }
 }
 
+impl Reason {
+    /// Whether a Ready condition with this reason is still announced as a Warning event: the table
+    /// is usable, but someone should look (a newer Brighter than the operator).
+    pub fn warns_when_ready(self) -> bool {
+        matches!(self, Reason::AheadOfOperator)
+    }
+}
+
 impl fmt::Display for Reason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
@@ -181,6 +194,7 @@ mod tests {
             Reason::Migrating,
             Reason::UpToDate,
             Reason::Migrated,
+            Reason::AheadOfOperator,
         ] {
             assert!(!reason.is_stalled(), "{reason}");
         }

@@ -58,6 +58,8 @@ fn outcome(path: RunPath, from: u32, to: u32) -> Outcome {
         from_version: from,
         to_version: to,
         target_version: to,
+        known_latest: 8,
+        lock_lost_after_commit: false,
         lock: Some(AcquireReport {
             attempts: 1,
             waited: Duration::ZERO,

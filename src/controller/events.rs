@@ -5,6 +5,8 @@ use kube::Resource;
 use kube::runtime::events::{Event, EventType, Recorder};
 
 use crate::crd::{BoxTable, BoxTableStatus, LockState};
+use crate::lock::LockIdentity;
+use crate::migrate::{Outcome, Plan};
 use crate::reason::Reason;
 
 /// An event worth publishing for a status change, if any.
@@ -76,8 +78,9 @@ pub fn transitions(before: Option<&BoxTableStatus>, after: &BoxTableStatus) -> V
             };
             if noteworthy {
                 out.push(Transition {
-                    warning: status != "True"
-                        && !matches!(reason, Reason::Suspended | Reason::Deleting),
+                    warning: (status != "True"
+                        && !matches!(reason, Reason::Suspended | Reason::Deleting))
+                        || reason.warns_when_ready(),
                     reason: reason.as_str(),
                     action: action_for(reason),
                     note: message,
@@ -86,6 +89,24 @@ pub fn transitions(before: Option<&BoxTableStatus>, after: &BoxTableStatus) -> V
         }
     }
     out
+}
+
+/// The Warning for a migration that committed although the advisory lock was already gone when
+/// it was released: the table is at its version (Ready), but something ended the lock early (a
+/// pooler, an `pg_advisory_unlock_all`, a killed and reused backend) and deserves a look.
+pub fn lock_lost_after_commit(plan: &Plan, outcome: &Outcome) -> Transition {
+    let key = LockIdentity::for_table(&plan.table);
+    Transition {
+        warning: true,
+        reason: Reason::LockLost.as_str(),
+        action: "Lock",
+        note: format!(
+            "{} is at version {}, committed, but advisory lock {} was no longer held by the operator's session when it released it",
+            plan.table,
+            outcome.to_version,
+            key.lock_key()
+        ),
+    }
 }
 
 fn action_for(reason: Reason) -> &'static str {

@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 use super::backoff::Backoff;
 use super::cleanup::{Cleanup, cleanup};
 use super::conflicts;
+use super::events;
 use super::finalizer;
 use super::pass::Pass;
 use super::schedule::{Schedule, Trigger};
@@ -279,6 +280,15 @@ async fn migrate(
             let steps = u64::from(outcome.to_version.saturating_sub(outcome.from_version));
             if outcome.path != RunPath::UpToDate {
                 ctx.metrics.record_migrations(box_label(plan.kind), steps);
+            }
+            if outcome.lock_lost_after_commit {
+                ctx.metrics.record_lock_lost_after_commit();
+                events::publish(
+                    &ctx.recorder,
+                    pass.bt,
+                    vec![events::lock_lost_after_commit(plan, &outcome)],
+                )
+                .await;
             }
             Observed::Succeeded(outcome)
         }

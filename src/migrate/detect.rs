@@ -19,23 +19,62 @@ const COLUMNS_SQL: &str = "SELECT a.attname::text, pg_catalog.format_type(a.attt
      WHERE c.relnamespace = (SELECT oid FROM pg_catalog.pg_namespace WHERE nspname = $1) \
        AND c.relname = $2 AND c.relkind IN ('r', 'p', 'v', 'f')";
 
-/// Everything about the box table's place in the catalog, in one round trip: whether its schema
-/// exists, whether a history table exists in `public` and in the box schema, and the table's
-/// columns (`$1` schema, `$2` table, `$3` history table name).
-const CATALOG_SQL: &str = "SELECT \
-       EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = $1), \
-       EXISTS (SELECT 1 FROM pg_catalog.pg_class WHERE relname = $3 \
-               AND relnamespace = (SELECT oid FROM pg_catalog.pg_namespace WHERE nspname = 'public')), \
-       EXISTS (SELECT 1 FROM pg_catalog.pg_class WHERE relname = $3 \
-               AND relnamespace = (SELECT oid FROM pg_catalog.pg_namespace WHERE nspname = $1)), \
-       t.oid IS NOT NULL, \
-       ARRAY(SELECT a.attname::text FROM pg_catalog.pg_attribute a \
-             WHERE a.attrelid = t.oid AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum), \
-       ARRAY(SELECT pg_catalog.format_type(a.atttypid, NULL) FROM pg_catalog.pg_attribute a \
-             WHERE a.attrelid = t.oid AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum) \
-     FROM (SELECT (SELECT c.oid FROM pg_catalog.pg_class c \
+/// The select list of [`CATALOG_SQL`]: whether the box table's schema exists, whether a history
+/// table exists in `public` and in the box schema, and the table's columns (`$1` schema, `$2`
+/// table, `$3` history table name).
+macro_rules! catalog_columns {
+    () => {
+        "SELECT \
+           EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = $1), \
+           EXISTS (SELECT 1 FROM pg_catalog.pg_class WHERE relname = $3 \
+                   AND relnamespace = (SELECT oid FROM pg_catalog.pg_namespace WHERE nspname = 'public')), \
+           EXISTS (SELECT 1 FROM pg_catalog.pg_class WHERE relname = $3 \
+                   AND relnamespace = (SELECT oid FROM pg_catalog.pg_namespace WHERE nspname = $1)), \
+           t.oid IS NOT NULL, \
+           ARRAY(SELECT a.attname::text FROM pg_catalog.pg_attribute a \
+                 WHERE a.attrelid = t.oid AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum), \
+           ARRAY(SELECT pg_catalog.format_type(a.atttypid, NULL) FROM pg_catalog.pg_attribute a \
+                 WHERE a.attrelid = t.oid AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum)"
+    };
+}
+
+/// The source of [`CATALOG_SQL`]: the box table's oid, NULL when it does not exist.
+macro_rules! catalog_source {
+    () => {
+        " FROM (SELECT (SELECT c.oid FROM pg_catalog.pg_class c \
              WHERE c.relnamespace = (SELECT oid FROM pg_catalog.pg_namespace WHERE nspname = $1) \
-               AND c.relname = $2 AND c.relkind IN ('r', 'p', 'v', 'f')) AS oid) t";
+               AND c.relname = $2 AND c.relkind IN ('r', 'p', 'v', 'f')) AS oid) t"
+    };
+}
+
+/// Everything about the box table's place in the catalog, in one round trip.
+const CATALOG_SQL: &str = concat!(catalog_columns!(), catalog_source!());
+
+/// [`CATALOG_SQL`] plus the highest version `public`'s history records for the table and the
+/// table's comment (its ownership record), in one statement and therefore one snapshot: a
+/// concurrent commit of a table together with its history row and record is seen whole or not at
+/// all. Fails with `42P01` while `public` has no history table.
+const CATALOG_AND_HISTORY_SQL: &str = concat!(
+    catalog_columns!(),
+    ", (SELECT MAX(h.\"MigrationVersion\") FROM \"public\".\"__BrighterMigrationHistory\" h \
+        WHERE h.\"SchemaName\" = $1 AND h.\"BoxTableName\" = $2), \
+     pg_catalog.obj_description(t.oid, 'pg_class')",
+    catalog_source!()
+);
+
+/// What [`catalog_with_public_history`] read, all from one snapshot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CatalogSnapshot {
+    /// The catalog facts.
+    pub catalog: Catalog,
+    /// The highest version `public`'s history records for the table.
+    pub history_version: Option<i32>,
+    /// The table's comment (where its ownership record lives), `None` without one or a table.
+    pub comment: Option<String>,
+}
+
+/// SQLSTATE `undefined_table`.
+const UNDEFINED_TABLE: &str = "42P01";
 
 /// What the catalog says about a box table (see [`catalog`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -224,7 +263,7 @@ pub fn check_payload(plan: &Plan, shape: &TableShape) -> Result<(), RunError> {
 /// table in a [`RunError::TableMissing`].
 ///
 /// # Errors
-/// [`RunError::TableMissing`], [`RunError::HistoryNewerThanCatalog`], and the errors of
+/// [`RunError::TableMissing`], [`RunError::InvalidHistoryVersion`], and the errors of
 /// [`detect_version`] and [`check_payload`].
 pub fn decide(
     plan: &Plan,
@@ -233,14 +272,14 @@ pub fn decide(
     history_table: &str,
 ) -> Result<Decision, RunError> {
     let kind = plan.kind;
-    let latest = kind.latest();
     let history = facts.history_version;
-    if let Some(v) = history.filter(|v| u32::try_from(*v).map_or(true, |v| v == 0 || v > latest)) {
-        return Err(RunError::HistoryNewerThanCatalog {
+    // A version above `latest` was recorded by a newer Brighter: the table is at or above every
+    // target this operator can be asked for, so it is up to date (and never downgraded).
+    if let Some(v) = history.filter(|v| *v <= 0) {
+        return Err(RunError::InvalidHistoryVersion {
             table: plan.table.to_string(),
             kind: kind.as_str(),
             history_version: v,
-            latest,
         });
     }
     let history = history.and_then(|v| u32::try_from(v).ok());
@@ -291,6 +330,56 @@ pub async fn catalog(client: &Client, table: &QualifiedName) -> Result<Catalog, 
         )
         .await
         .map_err(RunError::query(op, table))?;
+    catalog_from_row(&row, op, table)
+}
+
+/// Reads [`Catalog`], the highest version recorded in `public`'s history for `table` and the
+/// table's comment in one statement, so all come from the same snapshot. `None` when `public` has
+/// no history table.
+///
+/// # Errors
+/// [`RunError`] classified from the database error.
+pub async fn catalog_with_public_history(
+    client: &Client,
+    table: &QualifiedName,
+) -> Result<Option<CatalogSnapshot>, RunError> {
+    let op = "reading the catalog and the migration history";
+    let row = match client
+        .query_typed_one(
+            CATALOG_AND_HISTORY_SQL,
+            &[
+                (&table.schema.as_str(), Type::TEXT),
+                (&table.table.as_str(), Type::TEXT),
+                (&super::history::HISTORY_TABLE_NAME, Type::TEXT),
+            ],
+        )
+        .await
+    {
+        Ok(row) => row,
+        Err(source)
+            if source
+                .as_db_error()
+                .is_some_and(|db| db.code().code() == UNDEFINED_TABLE) =>
+        {
+            return Ok(None);
+        }
+        Err(source) => return Err(RunError::query(op, table)(source)),
+    };
+    let catalog = catalog_from_row(&row, op, table)?;
+    let history_version = row.try_get(6).map_err(RunError::query(op, table))?;
+    let comment = row.try_get(7).map_err(RunError::query(op, table))?;
+    Ok(Some(CatalogSnapshot {
+        catalog,
+        history_version,
+        comment,
+    }))
+}
+
+fn catalog_from_row(
+    row: &tokio_postgres::Row,
+    op: &'static str,
+    table: &QualifiedName,
+) -> Result<Catalog, RunError> {
     let get_bool = |i| {
         row.try_get::<_, bool>(i)
             .map_err(RunError::query(op, table))
@@ -414,14 +503,35 @@ mod tests {
     }
 
     #[test]
-    fn history_above_the_catalog_is_an_error_naming_both_versions() {
+    fn a_history_above_the_catalog_is_up_to_date_at_that_version() {
         let facts = Facts {
             table: Some(shape(&[])),
             history_version: Some(9),
         };
+        assert_eq!(
+            decide(&plan(BoxKind::Outbox), 8, &facts, "h").unwrap(),
+            Decision::UpToDate { at: 9 }
+        );
+    }
+
+    #[test]
+    fn a_history_above_the_catalog_without_its_table_is_still_a_missing_table() {
+        let facts = Facts {
+            table: None,
+            history_version: Some(9),
+        };
         let err = decide(&plan(BoxKind::Outbox), 8, &facts, "h").unwrap_err();
-        let text = err.to_string();
-        assert!(text.contains("V9") && text.contains("V8"), "{text}");
+        assert!(matches!(err, RunError::TableMissing { .. }), "{err}");
+    }
+
+    #[test]
+    fn a_history_version_of_zero_is_refused() {
+        let facts = Facts {
+            table: Some(shape(&[])),
+            history_version: Some(0),
+        };
+        let err = decide(&plan(BoxKind::Outbox), 8, &facts, "h").unwrap_err();
+        assert!(err.to_string().contains("V0"), "{err}");
     }
 
     #[test]

@@ -58,19 +58,17 @@ pub enum RunError {
         /// The missing V1 columns, comma-separated.
         missing: String,
     },
-    /// The history records a version newer than this operator's catalog.
+    /// The history's highest version for the table is zero or negative, which no Brighter writes.
     #[error(
-        "history for {table} is at V{history_version} but this operator knows {kind} versions up to V{latest}: upgrade the operator"
+        "history for {table} records V{history_version}, which is not a brighter {kind} version: fix or delete that history row"
     )]
-    HistoryNewerThanCatalog {
+    InvalidHistoryVersion {
         /// The table.
         table: String,
         /// `outbox` or `inbox`.
         kind: &'static str,
         /// The highest version in the history.
         history_version: i32,
-        /// The catalog's latest version.
-        latest: u32,
     },
     /// History rows remain for a table that no longer exists.
     #[error(
@@ -201,7 +199,7 @@ impl RunError {
             RunError::InvalidPlan { .. } => Reason::InvalidSpec,
             RunError::Catalog(_) | RunError::MigrationFailed { .. } => Reason::MigrationFailed,
             RunError::NotABrighterTable { .. } => Reason::NotABrighterTable,
-            RunError::UnknownSchemaVersion { .. } | RunError::HistoryNewerThanCatalog { .. } => {
+            RunError::UnknownSchemaVersion { .. } | RunError::InvalidHistoryVersion { .. } => {
                 Reason::UnknownSchemaVersion
             }
             RunError::TableMissing { .. } => Reason::TableMissing,

@@ -131,6 +131,13 @@ pub struct Outcome {
     pub to_version: u32,
     /// The version the run aimed for (the plan's target, or the catalog's latest).
     pub target_version: u32,
+    /// The latest version this operator's catalog knows for the table's kind. A `to_version` above
+    /// it was recorded by a newer Brighter: the table is left as it is.
+    pub known_latest: u32,
+    /// The migration committed, but the session no longer held the advisory lock when it went to
+    /// release it (`pg_advisory_unlock` returned false). The table is at `to_version`; the run is
+    /// a success with a warning.
+    pub lock_lost_after_commit: bool,
     /// The lock wait, when the lock was taken (an up-to-date check may skip it).
     pub lock: Option<AcquireReport>,
     /// When the run started.

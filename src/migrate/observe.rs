@@ -6,6 +6,10 @@ use super::runner::read_facts;
 use super::{Plan, RunError, RunPath, detect};
 use crate::db::Session;
 
+const BEGIN_SNAPSHOT: &str = "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY";
+const COMMIT: &str = "COMMIT";
+const ROLLBACK: &str = "ROLLBACK";
+
 /// What a read-only observation found (used while suspended).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Observation {
@@ -27,7 +31,20 @@ pub struct Observation {
 pub async fn observe(session: &Session, plan: &Plan) -> Result<Observation, RunError> {
     let target = detect::target_version(plan)?;
     let client = session.client();
-    let facts = read_facts(client, plan, false).await?;
+    // The catalog and the history are separate reads: one read-only REPEATABLE READ transaction
+    // gives them one snapshot, so a concurrent commit of a table with its history row is seen
+    // whole or not at all.
+    client
+        .batch_execute(BEGIN_SNAPSHOT)
+        .await
+        .map_err(RunError::query("opening a read-only snapshot", &plan.table))?;
+    let facts = read_facts(client, plan, false).await;
+    let end = if facts.is_ok() { COMMIT } else { ROLLBACK };
+    client.batch_execute(end).await.map_err(RunError::query(
+        "closing the read-only snapshot",
+        &plan.table,
+    ))?;
+    let facts = facts?;
     let history = HistoryTable::for_table(&plan.table, plan.history_scope);
     let decision = detect::decide(plan, target, &facts, &history.quoted())?;
     Ok(Observation {

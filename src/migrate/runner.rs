@@ -57,11 +57,14 @@ pub async fn run(
     let client = session.client();
     let identity = LockIdentity::for_table(&plan.table);
     preflight(session, plan, &identity).await?;
+    let known_latest = plan.kind.latest();
     let up_to_date = |at: u32| Outcome {
         path: super::RunPath::UpToDate,
         from_version: at,
         to_version: at,
         target_version: target,
+        known_latest,
+        lock_lost_after_commit: false,
         lock: None,
         started,
         duration: clock.elapsed(),
@@ -98,7 +101,10 @@ pub async fn run(
             ));
         }
     };
-    let decision = locked(
+    let Committed {
+        value: decision,
+        lock_lost_after_commit,
+    } = locked(
         session,
         plan,
         &identity,
@@ -111,6 +117,8 @@ pub async fn run(
         from_version: decision.from_version(),
         to_version: decision.to_version(),
         target_version: target,
+        known_latest,
+        lock_lost_after_commit,
         lock: Some(report),
         started,
         duration: clock.elapsed(),
@@ -119,9 +127,15 @@ pub async fn run(
 
 /// The no-op fast path: when the history already records the target (or more) for an existing
 /// table, there is nothing to change and no reason to take the lock, so a resync of an up-to-date
-/// table costs a few reads instead of lock, transaction and unlock. History rows are committed
-/// together with their DDL, so reading them without the lock never sees a half-applied step.
-/// PerSchema tables always take the locked path, which also seeds their history from `public`.
+/// table costs one read instead of lock, transaction and unlock.
+///
+/// The table's columns, its ownership record and its history version are read in one statement,
+/// so from one snapshot: a winner commits the table and its history row together, and a reader
+/// that took them from two snapshots could see the row without the table (a spurious
+/// `TableMissing`). Only "up to date" is concluded here; anything else (no history table yet, a
+/// missing table, a table this BoxTable does not own, any detection error) is left to the locked
+/// path, which re-reads everything under the lock. PerSchema tables always take the locked path,
+/// which also seeds their history from `public`.
 async fn up_to_date_without_lock(
     client: &Client,
     plan: &Plan,
@@ -130,23 +144,27 @@ async fn up_to_date_without_lock(
     if plan.history_scope != HistoryScope::Global {
         return Ok(None);
     }
-    let facts = read_facts(client, plan, false).await?;
-    let history = HistoryTable::for_table(&plan.table, plan.history_scope);
-    let Decision::UpToDate { at } = detect::decide(plan, target, &facts, &history.quoted())? else {
+    let Some(found) = detect::catalog_with_public_history(client, &plan.table).await? else {
+        return Ok(None);
+    };
+    let facts = Facts {
+        table: found.catalog.table,
+        history_version: found.history_version,
+    };
+    let Ok(Decision::UpToDate { at }) =
+        detect::decide(plan, target, &facts, &HistoryTable::Public.quoted())
+    else {
         return Ok(None);
     };
     // Up to date is the answer only for the table's owner: anyone else (or a table nobody owns
     // yet) goes to the locked path, which refuses or records the owner.
-    if let Some(owner) = &plan.owner {
-        let comment = ownership::read_comment(client, &plan.table)
-            .await?
-            .flatten();
-        if !matches!(
-            ownership::judge(comment.as_deref(), owner),
+    if let Some(owner) = &plan.owner
+        && !matches!(
+            ownership::judge(found.comment.as_deref(), owner),
             ownership::Claim::Ours(_)
-        ) {
-            return Ok(None);
-        }
+        )
+    {
+        return Ok(None);
     }
     Ok(Some(at))
 }
@@ -189,15 +207,28 @@ pub(super) async fn preflight(
     Ok(())
 }
 
+/// What a committed transaction under the lock returned.
+pub(super) struct Committed<T> {
+    /// What the work returned.
+    pub(super) value: T,
+    /// `pg_advisory_unlock` returned false after `COMMIT`: the work is committed, but the session
+    /// had already lost the lock (see [`Outcome::lock_lost_after_commit`]).
+    pub(super) lock_lost_after_commit: bool,
+}
+
 /// Runs `work` in one transaction while the lock is held, then commits and unlocks; on failure or
 /// cancellation rolls back, unlocks, and returns the original error.
+///
+/// Once `COMMIT` has succeeded the work is done: an unlock that finds the lock already gone is
+/// logged and reported in [`Committed::lock_lost_after_commit`], not turned into a failure (as
+/// Brighter's own runner warns and carries on).
 pub(super) async fn locked<T>(
     session: &Session,
     plan: &Plan,
     identity: &LockIdentity,
     cancel: &CancellationToken,
     work: impl Future<Output = Result<T, RunError>>,
-) -> Result<T, RunError> {
+) -> Result<Committed<T>, RunError> {
     let client = session.client();
     let table = &plan.table;
     let transaction = async {
@@ -226,12 +257,20 @@ pub(super) async fn locked<T>(
         }
     };
     match result {
-        Ok(value) => {
-            lock::release(client, identity)
-                .await
-                .map_err(RunError::from)?;
-            Ok(value)
-        }
+        Ok(value) => match lock::release(client, identity).await {
+            Ok(()) => Ok(Committed {
+                value,
+                lock_lost_after_commit: false,
+            }),
+            Err(LockError::Lost { lock_key }) => {
+                tracing::warn!(table = %table, lock_key, "committed, but the advisory lock was no longer held by this session when it was released");
+                Ok(Committed {
+                    value,
+                    lock_lost_after_commit: true,
+                })
+            }
+            Err(error) => Err(RunError::from(error)),
+        },
         Err(error) => {
             if session.is_closed() {
                 return Err(error);

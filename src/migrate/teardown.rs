@@ -135,7 +135,10 @@ pub async fn drop_box_table(
             lock: report,
         })
     };
-    locked(session, plan, &identity, cancel, work).await
+    // A drop that committed is done even if the lock was already gone at unlock (logged there).
+    locked(session, plan, &identity, cancel, work)
+        .await
+        .map(|committed| committed.value)
 }
 
 /// Inside the transaction: locks the table against replacement, re-checks its owner, counts its

@@ -43,6 +43,13 @@ pub(super) fn waiting_message(plan: Option<&Plan>, holder: Option<&Holder>) -> S
 pub(super) fn success_message(shown: &str, outcome: &Outcome) -> (Reason, String) {
     let (from, to) = (outcome.from_version, outcome.to_version);
     match outcome.path {
+        RunPath::UpToDate if to > outcome.known_latest => (
+            Reason::AheadOfOperator,
+            format!(
+                "{shown} is at version {to}, recorded by a newer Brighter; this operator knows versions up to {} and leaves the table as it is",
+                outcome.known_latest
+            ),
+        ),
         RunPath::UpToDate if to > outcome.target_version => (
             Reason::UpToDate,
             format!(

@@ -106,6 +106,7 @@ pub struct Metrics {
     reconcile_duration: Histogram,
     lock_wait: Histogram,
     lock_outcomes: Family<OutcomeLabels, Counter>,
+    lock_lost_after_commit: Counter,
     migrations_applied: Family<BoxLabels, Counter>,
     failures: Family<ReasonLabels, Counter>,
     in_flight: Gauge,
@@ -129,6 +130,7 @@ impl Metrics {
             0.0, 0.1, 0.3, 0.7, 1.5, 3.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
         ]);
         let lock_outcomes = Family::<OutcomeLabels, Counter>::default();
+        let lock_lost_after_commit = Counter::default();
         let migrations_applied = Family::<BoxLabels, Counter>::default();
         let failures = Family::<ReasonLabels, Counter>::default();
         let in_flight = Gauge::default();
@@ -165,6 +167,7 @@ impl Metrics {
         let progress = [
             Reason::UpToDate,
             Reason::Migrated,
+            Reason::AheadOfOperator,
             Reason::WaitingForLock,
             Reason::Migrating,
             Reason::Dropped,
@@ -197,6 +200,11 @@ impl Metrics {
             lock_outcomes.clone(),
         );
         registry.register(
+            "lock_lost_after_commit",
+            "Migrations that committed although the advisory lock was already gone at unlock",
+            lock_lost_after_commit.clone(),
+        );
+        registry.register(
             "migrations_applied",
             "Schema migration steps applied, by box kind",
             migrations_applied.clone(),
@@ -213,6 +221,7 @@ impl Metrics {
             reconcile_duration,
             lock_wait,
             lock_outcomes,
+            lock_lost_after_commit,
             migrations_applied,
             failures,
             in_flight,
@@ -246,6 +255,11 @@ impl Metrics {
             })
             .inc();
         self.lock_wait.observe(waited.as_secs_f64());
+    }
+
+    /// Counts a migration that committed although its session had lost the lock by unlock time.
+    pub fn record_lock_lost_after_commit(&self) {
+        self.lock_lost_after_commit.inc();
     }
 
     /// Counts `steps` migration steps applied to a box of kind `kind`.

@@ -420,3 +420,28 @@ pub async fn outbox_at(client: &Client, qualified: &str, n: u32, rows: i32) {
             .unwrap();
     }
 }
+
+/// Makes every transaction that writes a row into `public`'s history release advisory lock `key`
+/// as it commits (a deferred constraint trigger runs at `COMMIT`, after the runner's last check
+/// that it still holds the lock), so the runner's `pg_advisory_unlock` afterwards returns false.
+/// Creates `public`'s history table if it is missing.
+pub async fn release_lock_at_commit_of_history_rows(client: &Client, key: i64) {
+    client
+        .batch_execute(&format!(
+            "CREATE TABLE IF NOT EXISTS public.\"__BrighterMigrationHistory\" (
+               \"MigrationVersion\" INT NOT NULL,
+               \"SchemaName\" VARCHAR(256) NOT NULL DEFAULT 'public',
+               \"BoxTableName\" VARCHAR(256) NOT NULL,
+               \"Description\" VARCHAR(512) NOT NULL,
+               \"AppliedAt\" TIMESTAMPTZ NOT NULL DEFAULT NOW(),
+               PRIMARY KEY (\"SchemaName\", \"BoxTableName\", \"MigrationVersion\"));
+             CREATE FUNCTION public.release_lock_at_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+               BEGIN PERFORM pg_advisory_unlock({key}); RETURN NULL; END $$;
+             CREATE CONSTRAINT TRIGGER release_lock_at_commit
+               AFTER INSERT ON public.\"__BrighterMigrationHistory\"
+               DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
+               EXECUTE FUNCTION public.release_lock_at_commit();"
+        ))
+        .await
+        .unwrap();
+}
