@@ -3,10 +3,18 @@
 # DATABASE_URL and stops the server (and deletes its data) when the calling shell exits.
 #
 # - Uses the machine's PostgreSQL binaries; installs the `postgresql` package with apt if missing.
+#   With `PG_MAJOR=13` (..18) set, uses that major's pinned build instead, fetched once into a
+#   cache by scripts/pg-install.sh. `PG_BIN` is exported for tests that start private clusters.
 # - Runs the server as a non-root user (the `postgres` system user when invoked as root).
 # - Listens on 127.0.0.1 on a free port, with password (SCRAM) authentication over TCP.
 
+. "$(dirname "${BASH_SOURCE[0]}")/pg-install.sh"
+
 pg_bindir() {
+  if [ -n "${PG_MAJOR:-}" ]; then
+    pg_install_major "$PG_MAJOR"
+    return
+  fi
   local d
   for d in "$(pg_config --bindir 2>/dev/null)" /usr/lib/postgresql/*/bin; do
     if [ -n "$d" ] && [ -x "$d/initdb" ] && [ -x "$d/pg_ctl" ]; then
@@ -18,6 +26,10 @@ pg_bindir() {
 }
 
 pg_ensure_installed() {
+  if [ -n "${PG_MAJOR:-}" ]; then
+    pg_install_major "$PG_MAJOR" >/dev/null
+    return
+  fi
   if pg_bindir >/dev/null; then return 0; fi
   if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "pg.sh: PostgreSQL server binaries not found; installing the postgresql package" >&2

@@ -34,6 +34,8 @@ pub enum Reason {
     SchemaNotFound,
     /// The target is a read-only hot standby.
     ReadOnlyDatabase,
+    /// The server's PostgreSQL major is older than the oldest supported (13).
+    UnsupportedPostgres,
     /// A migration statement failed.
     MigrationFailed,
     /// The table exists but is not a Brighter outbox or inbox.
@@ -67,7 +69,7 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason, for tests and for pre-registering metric labels.
-    pub const ALL: [Reason; 28] = [
+    pub const ALL: [Reason; 29] = [
         Reason::UpToDate,
         Reason::Migrated,
         Reason::AheadOfOperator,
@@ -82,6 +84,7 @@ impl Reason {
         Reason::PermissionDenied,
         Reason::SchemaNotFound,
         Reason::ReadOnlyDatabase,
+        Reason::UnsupportedPostgres,
         Reason::MigrationFailed,
         Reason::NotABrighterTable,
         Reason::UnknownSchemaVersion,
@@ -115,6 +118,7 @@ impl Reason {
             Reason::PermissionDenied => "PermissionDenied",
             Reason::SchemaNotFound => "SchemaNotFound",
             Reason::ReadOnlyDatabase => "ReadOnlyDatabase",
+            Reason::UnsupportedPostgres => "UnsupportedPostgres",
             Reason::MigrationFailed => "MigrationFailed",
             Reason::NotABrighterTable => "NotABrighterTable",
             Reason::UnknownSchemaVersion => "UnknownSchemaVersion",
@@ -147,6 +151,7 @@ impl Reason {
                 | Reason::PermissionDenied
                 | Reason::SchemaNotFound
                 | Reason::ReadOnlyDatabase
+                | Reason::UnsupportedPostgres
                 | Reason::NotABrighterTable
                 | Reason::UnknownSchemaVersion
                 | Reason::TableMissing

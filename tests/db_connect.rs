@@ -234,3 +234,22 @@ async fn sessions_keep_tcp_keepalives_on_and_can_cancel_a_running_statement() {
         Some(&tokio_postgres::error::SqlState::QUERY_CANCELED)
     );
 }
+
+#[tokio::test]
+async fn a_session_knows_its_servers_version_from_its_setup_and_the_server_is_supported() {
+    let db = support::fresh_db().await;
+    let session = Session::connect_plain(db.config(), "boxtable-operator-test")
+        .await
+        .unwrap();
+    let shown: String = session
+        .client()
+        .query_one("SHOW server_version_num", &[])
+        .await
+        .unwrap()
+        .get(0);
+
+    assert_eq!(session.server_version_num().to_string(), shown);
+    let table = boxtable_operator::ident::QualifiedName::parse(None, "outbox").unwrap();
+    boxtable_operator::migrate::server::check_supported(session.server_version_num(), &table)
+        .unwrap();
+}

@@ -21,9 +21,11 @@ const APPLICATION_NAME_MAX: usize = 63;
 /// Run once per session: its backend pid (to detect a pooler later) and, where the server has
 /// the setting, `idle_session_timeout` turned off for this session, so a role-level idle timeout
 /// cannot end the session while it sits idle between lock polls or holds the lock.
+/// Also reads the server's version (`server_version_num`), for refusing unsupported servers.
 const SESSION_SETUP: &str = "SELECT pg_backend_pid(), \
      CASE WHEN current_setting('server_version_num')::int >= 140000 \
-          THEN set_config('idle_session_timeout', '0', false) END";
+          THEN set_config('idle_session_timeout', '0', false) END, \
+     current_setting('server_version_num')::int";
 
 /// Why a session could not be opened. Messages name host, port and user, never the password.
 #[derive(Debug, thiserror::Error)]
@@ -112,6 +114,7 @@ pub struct Session {
     cancel: CancelToken,
     tls: Option<MakeRustlsConnect>,
     backend_pid: i32,
+    server_version_num: i32,
     connection: JoinHandle<()>,
 }
 
@@ -230,20 +233,24 @@ impl Session {
         let connection = spawn(connection);
         // Unnamed statement, one round trip: works through any pooler, so a pooler can be detected
         // later instead of failing here on a prepared statement that lives on another backend.
-        let backend_pid = match client.query_typed(SESSION_SETUP, &[]).await {
-            Ok(rows) => rows.first().map_or(Ok(0), |row| row.try_get::<_, i32>(0)),
-            Err(source) => Err(source),
-        }
-        .map_err(|source| ConnectError::BackendPid {
-            target: target.clone(),
-            source,
-        })?;
+        let (backend_pid, server_version_num) =
+            match client.query_typed(SESSION_SETUP, &[]).await {
+                Ok(rows) => rows.first().map_or(Ok((0, 0)), |row| {
+                    Ok((row.try_get::<_, i32>(0)?, row.try_get::<_, i32>(2)?))
+                }),
+                Err(source) => Err(source),
+            }
+            .map_err(|source| ConnectError::BackendPid {
+                target: target.clone(),
+                source,
+            })?;
         let cancel = client.cancel_token();
         Ok(Self {
             client,
             cancel,
             tls: cancel_tls,
             backend_pid,
+            server_version_num,
             connection,
         })
     }
@@ -262,6 +269,11 @@ impl Session {
     /// pids that differ between sessions opened to the same backend) points at a pooler.
     pub fn backend_pid(&self) -> i32 {
         self.backend_pid
+    }
+
+    /// The server's `server_version_num` read at connect (`170002` for 17.2).
+    pub fn server_version_num(&self) -> i32 {
+        self.server_version_num
     }
 
     /// Asks the server to cancel the statement running on this session (used on shutdown). The

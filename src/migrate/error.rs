@@ -125,6 +125,18 @@ pub enum RunError {
         /// The table.
         table: String,
     },
+    /// The server's major version is older than the oldest this operator supports.
+    #[error(
+        "PostgreSQL {version} is not supported for {table}: the operator needs PostgreSQL {minimum} or newer"
+    )]
+    UnsupportedPostgres {
+        /// The table.
+        table: String,
+        /// The server's version (`12.19`).
+        version: String,
+        /// The oldest supported major.
+        minimum: u32,
+    },
     /// Taking, checking or releasing the advisory lock failed (the message names the lockKey).
     #[error(transparent)]
     Lock(Box<LockError>),
@@ -207,6 +219,7 @@ impl RunError {
             RunError::SchemaNotFound { .. } => Reason::SchemaNotFound,
             RunError::PermissionDenied { .. } => Reason::PermissionDenied,
             RunError::ReadOnlyDatabase { .. } => Reason::ReadOnlyDatabase,
+            RunError::UnsupportedPostgres { .. } => Reason::UnsupportedPostgres,
             RunError::Cancelled { .. } => Reason::Cancelled,
             RunError::NotOwner { .. } => Reason::TableConflict,
             RunError::SessionLost { .. } => Reason::ConnectionFailed,

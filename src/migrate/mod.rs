@@ -8,6 +8,7 @@
 //! - `runner`: the one transaction: lock, BEGIN, ensure history, re-detect, apply, COMMIT, unlock.
 //! - `observe`: what a run would do, read-only (suspended resources).
 //! - `ownership`: which BoxTable owns a table (a record in the table's comment).
+//! - `server`: which PostgreSQL majors are supported (13 and newer).
 //! - `teardown`: dropping a table and its history rows (`deletionPolicy: Drop`).
 //! - `error`: [`RunError`] and its bounded [`crate::reason::Reason`].
 
@@ -18,6 +19,7 @@ pub mod history;
 pub mod observe;
 pub mod ownership;
 pub mod runner;
+pub mod server;
 pub mod shape;
 pub mod teardown;
 

@@ -30,6 +30,7 @@ pub struct Observation {
 /// Read-only.
 pub async fn observe(session: &Session, plan: &Plan) -> Result<Observation, RunError> {
     let target = detect::target_version(plan)?;
+    super::server::check_supported(session.server_version_num(), &plan.table)?;
     let client = session.client();
     // The catalog and the history are separate reads: one read-only REPEATABLE READ transaction
     // gives them one snapshot, so a concurrent commit of a table with its history row is seen

@@ -169,14 +169,16 @@ async fn up_to_date_without_lock(
     Ok(Some(at))
 }
 
-/// Before anything else, in one round trip: refuses a session whose statements reach another
-/// backend than the one it connected to (a transaction- or statement-mode pooler, which cannot
-/// keep a session lock) and a hot standby (read-only).
+/// Before anything else, in one round trip: refuses a server older than the oldest supported
+/// major (known from the session's setup, no round trip), a session whose statements reach
+/// another backend than the one it connected to (a transaction- or statement-mode pooler, which
+/// cannot keep a session lock) and a hot standby (read-only).
 pub(super) async fn preflight(
     session: &Session,
     plan: &Plan,
     identity: &LockIdentity,
 ) -> Result<(), RunError> {
+    super::server::check_supported(session.server_version_num(), &plan.table)?;
     let operation = "checking the session";
     let rows = session
         .client()

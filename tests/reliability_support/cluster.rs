@@ -122,7 +122,9 @@ impl Cluster {
         cluster
     }
 
-    /// A streaming hot standby of `primary` made with `pg_basebackup -R`.
+    /// A streaming hot standby of `primary`, made with `pg_basebackup -R` when the binaries have
+    /// it, else (server-only builds, such as the per-major builds of `scripts/pg-install.sh`) from
+    /// a copy of the primary's data directory taken while it is stopped.
     pub fn standby_of(primary: &Cluster) -> Self {
         let (root, owner, bin) = Self::new_dir();
         let data = root.path().join("data");
@@ -133,6 +135,11 @@ impl Cluster {
             bin,
             owner,
         };
+        if !cluster.bin.join("pg_basebackup").exists() {
+            cluster.copy_as_standby_of(primary);
+            cluster.start();
+            return cluster;
+        }
         cluster.run(
             "pg_basebackup",
             &[
@@ -152,6 +159,50 @@ impl Cluster {
         );
         cluster.start();
         cluster
+    }
+
+    /// Copies the stopped primary's data directory into this cluster's and configures it to
+    /// stream from the primary as a hot standby (`standby.signal`, `primary_conninfo`).
+    fn copy_as_standby_of(&self, primary: &Cluster) {
+        primary.pg_ctl("stop");
+        let mut copy = match &self.owner {
+            Some(user) => {
+                let mut c = Command::new("runuser");
+                c.args(["-u", user, "--", "cp"]);
+                c
+            }
+            None => Command::new("cp"),
+        };
+        let copied = copy
+            .arg("-a")
+            .arg(&primary.data)
+            .arg(&self.data)
+            .status()
+            .unwrap();
+        assert!(copied.success(), "copying the primary's data directory");
+        primary.start();
+        std::fs::write(self.data.join("standby.signal"), "").unwrap();
+        let mut auto = std::fs::OpenOptions::new()
+            .append(true)
+            .open(self.data.join("postgresql.auto.conf"))
+            .unwrap();
+        std::io::Write::write_all(
+            &mut auto,
+            format!(
+                "primary_conninfo = 'host=127.0.0.1 port={} user=postgres'\n",
+                primary.port
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+        if let Some(user) = &self.owner {
+            let ok = Command::new("chown")
+                .args(["-R", user])
+                .arg(&self.data)
+                .status()
+                .unwrap();
+            assert!(ok.success(), "chown {user}");
+        }
     }
 
     fn log(&self) -> PathBuf {
