@@ -601,3 +601,30 @@ fn status_serialises_with_the_contract_names_and_the_key_as_a_string() {
     let back: BoxTableStatus = serde_json::from_value(json).unwrap();
     assert_eq!(back, status);
 }
+
+#[test]
+fn a_table_a_newer_brighter_migrated_is_ready_ahead_of_the_operator() {
+    let mut ahead = outcome(RunPath::UpToDate, 9, 9);
+    ahead.target_version = 8;
+
+    let status = status_of(&Observed::Succeeded(ahead));
+
+    assert_eq!(kstatus(&status), DONE);
+    let (reason, message) = ready(&status);
+    assert_eq!(reason, "AheadOfOperator");
+    assert!(
+        message.contains("version 9") && message.contains("up to 8"),
+        "{message}"
+    );
+    assert_eq!(status.applied_version, Some(9));
+}
+
+#[test]
+fn a_table_above_its_target_but_known_to_the_operator_is_plainly_up_to_date() {
+    let mut above = outcome(RunPath::UpToDate, 8, 8);
+    above.target_version = 5;
+
+    let status = status_of(&Observed::Succeeded(above));
+
+    assert_eq!(ready(&status).0, "UpToDate");
+}
