@@ -361,6 +361,13 @@ async fn shutdown_abandons_a_lock_wait_promptly_and_leaves_no_session_behind() {
         took < Duration::from_secs(10),
         "run took {took:?} to return"
     );
+    let after = h.status("orders").await;
+    assert_ne!(
+        after.lock.as_ref().map(|l| l.state),
+        Some(LockState::Waiting),
+        "the status does not claim a wait once the operator has stopped: {after:?}"
+    );
+    assert_eq!(reason(&after), "Cancelled");
     wait_until("the operator's session to end", || async {
         h.operator_sessions().await == 0
     })

@@ -260,6 +260,13 @@ async fn a_drop_waiting_for_the_lock_shows_the_holder_and_survives_an_operator_s
         has_finalizer(&after_stop),
         "the finalizer stays for the next replica"
     );
+    let status = after_stop.status.unwrap();
+    assert_eq!(reason(&status), "Cancelled", "{status:?}");
+    assert_ne!(
+        status.lock.map(|l| l.state),
+        Some(LockState::Waiting),
+        "nothing waits once the operator has stopped"
+    );
     assert!(h.table_exists("public.outbox").await);
 
     h.restart();

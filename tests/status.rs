@@ -414,6 +414,11 @@ fn an_invalid_spec_keeps_what_was_known_about_the_table() {
     assert_eq!(status.table, before.table);
     assert_eq!(status.applied_version, Some(8));
     assert_eq!(status.observed_generation, Some(2));
+    assert_eq!(
+        status.lock, before.lock,
+        "the lock identity and last state stay known (the LOCK and KEY columns stay filled)"
+    );
+    assert!(status.lock.is_some());
 }
 
 // ---- neither --------------------------------------------------------------------------------

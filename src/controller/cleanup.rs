@@ -143,6 +143,7 @@ pub(super) async fn cleanup(
             ctx.metrics
                 .record_lock(LockOutcome::Cancelled, Duration::ZERO);
             tracing::info!(table = %table, "drop cancelled by shutdown; rolled back and unlocked; the finalizer stays for the next replica");
+            pass.interrupted(&plan, "the drop").await;
             Ok(Cleanup::Keep(Action::await_change()))
         }
         Err(error) => {

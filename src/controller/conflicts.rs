@@ -1,10 +1,11 @@
-//! Two BoxTables that manage the same database table: the older one keeps it, the later one
-//! reports the conflict and does not migrate.
+//! Two BoxTables in one namespace that manage the same database table, seen from the cache
+//! without connecting: the older one keeps it, the later one reports the conflict and does not
+//! migrate.
 //!
 //! Two objects are taken to manage the same table when they are in the same namespace, read the
-//! same Secret key, and resolve to the same lowercased `schema.table`. (Objects that reach the same
-//! database through different Secrets cannot be told apart without connecting; the advisory lock
-//! still keeps them from migrating at once.)
+//! same Secret key, and resolve to the same lowercased `schema.table`. Objects that reach the same
+//! table any other way (another namespace, cluster or Secret) are caught in the database instead,
+//! by the table's ownership record (see [`crate::migrate::ownership`]).
 
 use kube::ResourceExt;
 

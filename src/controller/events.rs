@@ -79,7 +79,10 @@ pub fn transitions(before: Option<&BoxTableStatus>, after: &BoxTableStatus) -> V
             if noteworthy {
                 out.push(Transition {
                     warning: (status != "True"
-                        && !matches!(reason, Reason::Suspended | Reason::Deleting))
+                        && !matches!(
+                            reason,
+                            Reason::Suspended | Reason::Deleting | Reason::Cancelled
+                        ))
                         || reason.warns_when_ready(),
                     reason: reason.as_str(),
                     action: action_for(reason),

@@ -83,6 +83,26 @@ impl<'a> Pass<'a> {
         Ok(())
     }
 
+    /// After a shutdown cut a lock wait or a run short: writes that nothing happens any more (the
+    /// lock as it stood before this pass, so no `Waiting` and no holder), so the status never
+    /// claims a wait that has ended. Failures are logged: the process is stopping.
+    pub(super) async fn interrupted(&mut self, plan: &Plan, what: &str) {
+        if let Some(written) = &mut self.written {
+            written.lock = self.bt.status.as_ref().and_then(|s| s.lock.clone());
+        }
+        let observed = Observed::Failed {
+            reason: Reason::Cancelled,
+            message: format!(
+                "{what} of {} was interrupted by an operator shutdown and rolled back; the next operator replica runs it again",
+                plan.table
+            ),
+            lock: None,
+        };
+        if let Err(error) = self.publish(Some(plan), &observed).await {
+            tracing::warn!(error = %crate::report::chain(&error), "writing the interrupted status failed");
+        }
+    }
+
     /// Writes the final status of a pass and decides when to come back.
     pub(super) async fn finish(
         mut self,

@@ -298,6 +298,7 @@ async fn migrate(
                     ctx.metrics
                         .record_lock(LockOutcome::Cancelled, Duration::ZERO);
                     tracing::info!(table = %plan.table, "run cancelled by shutdown; rolled back and unlocked");
+                    pass.interrupted(plan, "the migration").await;
                     return Ok(Action::await_change());
                 }
                 Reason::LockTimeout => ctx

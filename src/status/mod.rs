@@ -94,7 +94,12 @@ pub fn desired_status(
     let mut target = plan.map(target_version).or(prev.target_version);
     let mut applied = prev.applied_version;
     let mut last_run = prev.last_run.clone();
-    let mut lock = plan.and_then(|p| carried_lock(p, prev.lock.as_ref()));
+    // Without a plan the identity cannot be recomputed, but the table is immutable: what was
+    // known about its lock stays as it was.
+    let mut lock = match plan {
+        Some(p) => carried_lock(p, prev.lock.as_ref()),
+        None => prev.lock.clone(),
+    };
 
     let verdict = match observed {
         Observed::Waiting(obs) => {
