@@ -149,6 +149,20 @@ pub async fn observe(target: &Target<'_>, plan: &Plan) -> Result<Observation, Co
         })
 }
 
+/// What a run would do now and the statements it would send, read without the lock
+/// (`migrate --dry-run`).
+///
+/// # Errors
+/// [`ConvergeError`] for the step that failed.
+pub async fn preview(session: &Session, plan: &Plan) -> Result<migrate::Preview, ConvergeError> {
+    migrate::preview(session, plan)
+        .await
+        .map_err(|source| ConvergeError::Run {
+            operation: "plan",
+            source,
+        })
+}
+
 /// Drops the table and its history rows under the lock (for `deletionPolicy: Drop`), if
 /// `request.owner` owns it and the user allowed it (see [`migrate::drop_box_table`]).
 ///

@@ -31,9 +31,12 @@ enum Command {
     /// Print the lock identity of a box table: lockKey, key, hex, pg_locks classid/objid and a
     /// query that shows the lock's holder.
     Key(KeyArgs),
-    /// Apply BoxTable manifests straight to a database, without a cluster; prints each status as
-    /// YAML and exits 0 only if every table is Ready.
+    /// Apply BoxTable manifests straight to a database, without a cluster, checked as strictly
+    /// as kubectl and the CRD check them. Prints a summary; exit code 0 when every table is at
+    /// its target, 2 when changes are pending (a plan, or a suspended table), 1 on any error.
     Migrate(MigrateArgs),
+    /// `migrate --dry-run`: print what each run would do and the exact statements it would send.
+    Plan(MigrateArgs),
 }
 
 #[derive(Debug, Parser)]
@@ -99,18 +102,37 @@ struct MigrateArgs {
     files: Vec<PathBuf>,
     /// The database for every table (URL, libpq keywords or Npgsql form). Without it, each
     /// BoxTable's Secret must be among the files.
-    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    #[arg(long, conflicts_with = "database_url_from_env")]
     database_url: Option<String>,
+    /// Use the DATABASE_URL environment variable as --database-url (it is ignored otherwise).
+    #[arg(long)]
+    database_url_from_env: bool,
     /// A CA bundle (PEM) to verify the server with (sslmode verify-ca / verify-full).
     #[arg(long)]
     ca_file: Option<PathBuf>,
-    /// Tables migrated at once.
+    /// Tables handled at once.
     #[arg(long, default_value_t = 1)]
     concurrency: usize,
-    /// Log format (logs go to stderr; statuses to stdout).
+    /// Read the database without taking the lock and print what a run would do.
+    #[arg(long)]
+    dry_run: bool,
+    /// Output: a summary table (and a plan's statements), or every result as YAML or JSON.
+    #[arg(short = 'o', long, value_enum, default_value_t = OutputArg::Text)]
+    output: OutputArg,
+    /// Log format (logs go to stderr).
     #[arg(long, value_enum, default_value_t = LogFormatArg::Text)]
     log_format: LogFormatArg,
 }
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum OutputArg {
+    Text,
+    Yaml,
+    Json,
+}
+
+/// The environment variable `--database-url-from-env` reads.
+const DATABASE_URL_ENV: &str = "DATABASE_URL";
 
 fn parse_interval(text: &str) -> Result<Duration, String> {
     match duration::parse_duration(text) {
@@ -129,11 +151,27 @@ fn parse_retry_base(text: &str) -> Result<Duration, String> {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => {
+            // Help and version are not errors; a usage error exits 1, never 2, which `plan`
+            // reserves for "changes pending".
+            let _ = error.print();
+            return if error.use_stderr() {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
     match cli.command {
         Some(Command::Key(args)) => key(&args),
         Some(Command::Crd) => print_crd(),
         Some(Command::Migrate(args)) => {
+            block_on(tokio::runtime::Builder::new_current_thread(), migrate(args))
+        }
+        Some(Command::Plan(mut args)) => {
+            args.dry_run = true;
             block_on(tokio::runtime::Builder::new_current_thread(), migrate(args))
         }
         Some(Command::Run(args)) => {
@@ -257,32 +295,53 @@ async fn run(args: RunArgs) -> ExitCode {
 }
 
 async fn migrate(args: MigrateArgs) -> ExitCode {
+    const NAME: &str = "boxtable-operator migrate";
     if !init_logging(args.log_format) {
         return ExitCode::FAILURE;
     }
+    let env_url = std::env::var(DATABASE_URL_ENV).ok();
+    let database_url = if args.database_url_from_env {
+        let Some(url) = env_url else {
+            eprintln!(
+                "{NAME}: --database-url-from-env was given but {DATABASE_URL_ENV} is not set"
+            );
+            return ExitCode::FAILURE;
+        };
+        eprintln!(
+            "{NAME}: every table uses the database in {DATABASE_URL_ENV} (--database-url-from-env)"
+        );
+        Some(url)
+    } else {
+        if env_url.is_some() {
+            eprintln!(
+                "{NAME}: {DATABASE_URL_ENV} is set in the environment and ignored; pass --database-url-from-env to use it"
+            );
+        }
+        args.database_url
+    };
     let found = match manifests::read(&args.files) {
         Ok(found) => found,
         Err(error) => {
-            eprintln!("boxtable-operator migrate: {}", report::chain(&error));
-            return ExitCode::from(2);
+            eprintln!("{NAME}: {}", report::chain(&error));
+            return ExitCode::FAILURE;
         }
     };
     for skipped in &found.skipped {
-        eprintln!("boxtable-operator migrate: skipped {skipped}");
+        eprintln!("{NAME}: skipped {skipped}");
     }
-    if found.boxtables.is_empty() {
-        eprintln!("boxtable-operator migrate: no BoxTable manifests in the given files");
-        return ExitCode::from(2);
+    for problem in &found.problems {
+        eprintln!("{NAME}: error: {problem}");
+    }
+    if found.boxtables.is_empty() && found.problems.is_empty() {
+        eprintln!("{NAME}: no BoxTable manifests in the given files");
+        return ExitCode::FAILURE;
     }
     let ca_pem = match &args.ca_file {
         Some(path) => match std::fs::read(path) {
             Ok(pem) => Some(pem),
             Err(error) => {
-                eprintln!(
-                    "boxtable-operator migrate: cannot read {}: {error}",
-                    path.display()
-                );
-                return ExitCode::from(2);
+                eprintln!("{NAME}: cannot read {}: {error}", path.display());
+                return ExitCode::FAILURE;
             }
         },
         None => None,
@@ -290,27 +349,41 @@ async fn migrate(args: MigrateArgs) -> ExitCode {
     let cancel = CancellationToken::new();
     cancel_on_signal(cancel.clone());
     let options = job::Options {
-        database_url: args.database_url,
+        database_url,
         ca_pem,
         concurrency: args.concurrency,
+        mode: if args.dry_run {
+            job::Mode::Plan
+        } else {
+            job::Mode::Apply
+        },
     };
-    let reports = job::run(&found, &options, &cancel).await;
-    let mut all_ready = true;
-    for report_doc in &reports {
-        all_ready &= report_doc.is_ready();
-        match serde_saphyr::to_string(report_doc) {
-            Ok(text) => print!("---\n{text}"),
-            Err(error) => {
-                eprintln!("boxtable-operator migrate: cannot print status: {error}");
-                all_ready = false;
+    let results = job::run(&found, &options, &cancel).await;
+    let printed = match args.output {
+        OutputArg::Text => {
+            if args.dry_run {
+                print!("{}", job::render::plan(&results));
             }
+            print!("{}", job::render::summary(&results));
+            Ok(())
         }
+        OutputArg::Yaml => results.iter().try_for_each(|result| {
+            serde_saphyr::to_string(result)
+                .map(|text| print!("---\n{text}"))
+                .map_err(|e| e.to_string())
+        }),
+        OutputArg::Json => serde_json::to_string_pretty(&results)
+            .map(|text| println!("{text}"))
+            .map_err(|e| e.to_string()),
+    };
+    if args.output != OutputArg::Text {
+        eprint!("{}", job::render::summary(&results));
     }
-    if all_ready {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
+    if let Err(error) = printed {
+        eprintln!("{NAME}: cannot print the results: {error}");
+        return ExitCode::FAILURE;
     }
+    ExitCode::from(job::worst(&results).exit_code())
 }
 
 fn print_crd() -> ExitCode {

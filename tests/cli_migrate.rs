@@ -9,9 +9,12 @@ use std::process::{Command, Output, Stdio};
 
 fn migrate(args: &[&str], database_url: Option<&str>) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_boxtable-operator"));
-    cmd.arg("migrate").args(args).env_remove("DATABASE_URL");
+    cmd.arg("migrate")
+        .args(args)
+        .args(["-o", "yaml"])
+        .env_remove("DATABASE_URL");
     if let Some(url) = database_url {
-        cmd.env("DATABASE_URL", url);
+        cmd.args(["--database-url", url]);
     }
     cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
         .stdout(Stdio::piped())
@@ -26,7 +29,7 @@ fn text(out: &Output) -> (String, String) {
     )
 }
 
-/// The printed statuses, one YAML document per BoxTable.
+/// The printed results, one YAML document per BoxTable.
 fn statuses(stdout: &str) -> Vec<serde_json::Value> {
     serde_saphyr::from_multiple(stdout).unwrap()
 }
@@ -73,10 +76,7 @@ async fn the_examples_are_provisioned_and_every_status_is_printed_ready() {
         "{stderr}"
     );
     let docs = statuses(&stdout);
-    let names: Vec<&str> = docs
-        .iter()
-        .map(|d| d["metadata"]["name"].as_str().unwrap())
-        .collect();
+    let names: Vec<&str> = docs.iter().map(|d| d["name"].as_str().unwrap()).collect();
     assert_eq!(
         names,
         [
@@ -93,10 +93,7 @@ async fn the_examples_are_provisioned_and_every_status_is_printed_ready() {
             "{doc:?}"
         );
     }
-    let outbox = docs
-        .iter()
-        .find(|d| d["metadata"]["name"] == "orders-outbox")
-        .unwrap();
+    let outbox = docs.iter().find(|d| d["name"] == "orders-outbox").unwrap();
     assert_eq!(
         outbox["status"]["lock"]["key"].as_str(),
         Some("-5469556670739463647")
@@ -217,7 +214,7 @@ fn a_missing_database_fails_with_a_status_that_says_what_to_do() {
 }
 
 #[test]
-fn files_without_boxtables_are_a_usage_error() {
+fn files_without_boxtables_are_an_error() {
     let dir = tempfile::tempdir().unwrap();
     let file = write(
         dir.path(),
@@ -230,7 +227,7 @@ fn files_without_boxtables_are_a_usage_error() {
         .unwrap();
 
     let (_, stderr) = text(&out);
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(1));
     assert!(stderr.contains("no BoxTable manifests"), "{stderr}");
 }
 

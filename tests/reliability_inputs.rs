@@ -162,7 +162,12 @@ async fn every_bad_input_is_refused_by_the_schema_or_reported_in_status_without_
                 serde_json::to_vec(&secret).unwrap(),
             )
             .unwrap();
-            let mut args = vec!["migrate".to_owned(), "-f".to_owned()];
+            let mut args = vec![
+                "migrate".to_owned(),
+                "-o".to_owned(),
+                "yaml".to_owned(),
+                "-f".to_owned(),
+            ];
             args.push(path.display().to_string());
             args.push("-f".to_owned());
             args.push(
@@ -181,7 +186,7 @@ async fn every_bad_input_is_refused_by_the_schema_or_reported_in_status_without_
         let run = finish(cmd.spawn().unwrap()).await;
         let reason = if run.stdout.contains("conditions") {
             run.reason()
-        } else if run.code == Some(2) && run.stderr.contains("boxtable-operator migrate: ") {
+        } else if run.code == Some(1) && run.stderr.contains("boxtable-operator migrate: ") {
             // Not even a BoxTable (a wrong type): refused when the manifest is read.
             "RefusedOnRead".to_owned()
         } else {

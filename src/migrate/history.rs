@@ -76,7 +76,8 @@ impl HistoryTable {
         )
     }
 
-    fn insert_sql(&self) -> String {
+    /// `INSERT` of one history row: `$1` version, `$2` schema, `$3` table, `$4` description.
+    pub(super) fn insert_sql(&self) -> String {
         format!(
             "INSERT INTO {} (\"MigrationVersion\", \"SchemaName\", \"BoxTableName\", \"Description\") \
              VALUES ($1, $2, $3, $4)",
@@ -100,7 +101,7 @@ impl HistoryTable {
 
     /// Copies `from`'s rows for one table into this table where their version is missing, keeping
     /// Description and AppliedAt.
-    fn seed_sql(&self, from: &HistoryTable) -> String {
+    pub(super) fn seed_sql(&self, from: &HistoryTable) -> String {
         format!(
             "INSERT INTO {to} (\"MigrationVersion\", \"SchemaName\", \"BoxTableName\", \"Description\", \"AppliedAt\") \
              SELECT g.\"MigrationVersion\", g.\"SchemaName\", g.\"BoxTableName\", g.\"Description\", g.\"AppliedAt\" \
@@ -222,33 +223,6 @@ pub async fn max_version(
         .map_err(RunError::query("reading the migration history", table))?;
     row.try_get(0)
         .map_err(RunError::query("reading the migration history", table))
-}
-
-/// Writes one history row (AppliedAt defaults to the transaction's `NOW()`).
-///
-/// # Errors
-/// [`RunError`] classified from the database error.
-pub async fn insert(
-    client: &Client,
-    history: &HistoryTable,
-    table: &QualifiedName,
-    version: u32,
-    description: &str,
-) -> Result<(), RunError> {
-    let version = i32::try_from(version).unwrap_or(i32::MAX);
-    client
-        .execute(
-            &history.insert_sql(),
-            &[
-                &version,
-                &table.schema.as_str(),
-                &table.table.as_str(),
-                &description,
-            ],
-        )
-        .await
-        .map(drop)
-        .map_err(RunError::query("writing a history row", table))
 }
 
 /// Deletes every history row of `table` in `history`, returning how many went.

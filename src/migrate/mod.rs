@@ -6,7 +6,9 @@
 //! - `history`: Brighter's `__BrighterMigrationHistory` table.
 //! - `shape`: the latest (fresh) table shapes and their DDL (pure).
 //! - `runner`: the one transaction: lock, BEGIN, ensure history, re-detect, apply, COMMIT, unlock.
-//! - `observe`: what a run would do, read-only (suspended resources).
+//! - `statements`: the statements a transaction runs, as values (the runner executes them,
+//!   `migrate --dry-run` prints them).
+//! - `observe`: what a run would do, read-only (suspended resources and `migrate --dry-run`).
 //! - `ownership`: which BoxTable owns a table (a record in the table's comment).
 //! - `server`: which PostgreSQL majors are supported (13 and newer).
 //! - `teardown`: dropping a table and its history rows (`deletionPolicy: Drop`).
@@ -21,6 +23,7 @@ pub mod ownership;
 pub mod runner;
 pub mod server;
 pub mod shape;
+pub mod statements;
 pub mod teardown;
 
 use std::time::Duration;
@@ -29,7 +32,7 @@ use crate::ident::QualifiedName;
 use crate::lock::AcquireReport;
 
 pub use error::RunError;
-pub use observe::{Observation, observe};
+pub use observe::{Observation, Preview, observe, preview};
 pub use runner::run;
 pub use teardown::{DropBlock, DropOutcome, DropRequest, DropVerdict, Rows, drop_box_table};
 

@@ -1,10 +1,13 @@
 //! Read-only observation: what a run would do now, without the lock and without writing (used
 //! while a BoxTable is suspended).
 
-use super::history::HistoryTable;
+use super::detect::Decision;
+use super::history::{self, HistoryTable};
 use super::runner::read_facts;
-use super::{Plan, RunError, RunPath, detect};
+use super::statements::{self, Statement};
+use super::{HistoryScope, Plan, RunError, RunPath, detect};
 use crate::db::Session;
+use crate::lock::LockIdentity;
 
 const BEGIN_SNAPSHOT: &str = "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY";
 const COMMIT: &str = "COMMIT";
@@ -52,5 +55,42 @@ pub async fn observe(session: &Session, plan: &Plan) -> Result<Observation, RunE
         current_version: decision.from_version(),
         target_version: target,
         would: decision.path(),
+    })
+}
+
+/// What a run would do now, statement by statement (`migrate --dry-run`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Preview {
+    /// The decision a run would take now.
+    pub decision: Decision,
+    /// The version a run would reach.
+    pub target_version: u32,
+    /// The statements its transaction would run, in order (empty when up to date).
+    pub statements: Vec<Statement>,
+}
+
+/// Reads what a run would do now and the exact statements it would send, without the lock and
+/// without writing anything. A run started later re-reads under the lock, so it sends these
+/// statements unless the database changes in between.
+///
+/// # Errors
+/// The same detection errors as [`super::run`] (a run would fail the same way).
+///
+/// # Idempotency
+/// Read-only.
+pub async fn preview(session: &Session, plan: &Plan) -> Result<Preview, RunError> {
+    let target = detect::target_version(plan)?;
+    // A run refuses a pooler in between or a standby before anything else; so does its plan.
+    super::runner::preflight(session, plan, &LockIdentity::for_table(&plan.table)).await?;
+    let client = session.client();
+    let facts = read_facts(client, plan, false).await?;
+    let history = HistoryTable::for_table(&plan.table, plan.history_scope);
+    let decision = detect::decide(plan, target, &facts, &history.quoted())?;
+    let public_history_exists = plan.history_scope == HistoryScope::PerSchema
+        && history::exists(client, &HistoryTable::Public, &plan.table).await?;
+    Ok(Preview {
+        decision,
+        target_version: target,
+        statements: statements::transaction(plan, decision, public_history_exists),
     })
 }

@@ -8,10 +8,10 @@ use tokio_postgres::Client;
 use tokio_postgres::types::Type;
 use tokio_util::sync::CancellationToken;
 
-use super::catalog::{fresh_statements, step_statements};
 use super::detect::{self, Decision, Facts};
 use super::history::{self, HistoryTable};
 use super::ownership;
+use super::statements::{self, Param, Purpose, Statement};
 use super::{HistoryScope, Outcome, Plan, RunError};
 use crate::db::Session;
 use crate::lock::{self, Holder, LockError, LockIdentity, Wait};
@@ -352,52 +352,48 @@ pub(super) async fn read_facts(
     })
 }
 
-/// The body of the migration transaction: ensure history, re-detect under the lock, apply.
+/// The body of the migration transaction: ensure history, re-detect under the lock, apply the
+/// statements of [`statements::steps`] (the list `migrate --dry-run` prints).
 async fn migrate(client: &Client, plan: &Plan, target: u32) -> Result<Decision, RunError> {
-    let table = &plan.table;
-    let history = HistoryTable::for_table(table, plan.history_scope);
+    let history = HistoryTable::for_table(&plan.table, plan.history_scope);
     let facts = read_facts(client, plan, true).await?;
     let owner = plan.owner.as_ref();
     if let (Some(owner), Some(_)) = (owner, &facts.table) {
-        ownership::ensure_owner(client, table, owner, ownership::Origin::Adopted).await?;
+        ownership::ensure_owner(client, &plan.table, owner, ownership::Origin::Adopted).await?;
     }
     let decision = detect::decide(plan, target, &facts, &history.quoted())?;
-    let steps_after = match decision {
-        Decision::Fresh { to } => {
-            let description = history::fresh_description(to);
-            for sql in fresh_statements(plan.kind, plan.payload, table, to) {
-                execute_step(client, plan, to, &description, &sql).await?;
-            }
-            history::insert(client, &history, table, to, &description).await?;
-            if let Some(owner) = owner {
-                ownership::ensure_owner(client, table, owner, ownership::Origin::Created).await?;
-            }
-            return Ok(decision);
-        }
-        Decision::Bootstrap { detected, .. } => {
-            history::insert(
-                client,
-                &history,
-                table,
-                detected,
-                &history::bootstrap_description(detected),
-            )
-            .await?;
-            detected
-        }
-        Decision::Normal { from, .. } => from,
-        Decision::UpToDate { .. } => return Ok(decision),
-    };
-    for version in plan.kind.versions() {
-        if version.number <= steps_after || version.number > target {
-            continue;
-        }
-        for sql in step_statements(version, table) {
-            execute_step(client, plan, version.number, version.description, &sql).await?;
-        }
-        history::insert(client, &history, table, version.number, version.description).await?;
+    for statement in statements::steps(plan, decision) {
+        execute(client, plan, &statement).await?;
+    }
+    if let (Some(owner), Decision::Fresh { .. }) = (owner, decision) {
+        ownership::ensure_owner(client, &plan.table, owner, ownership::Origin::Created).await?;
     }
     Ok(decision)
+}
+
+/// Runs one statement of the list, classifying its failure.
+async fn execute(client: &Client, plan: &Plan, statement: &Statement) -> Result<(), RunError> {
+    match &statement.purpose {
+        Purpose::Ddl {
+            version,
+            description,
+        } => execute_step(client, plan, *version, description, &statement.sql).await,
+        _ => {
+            let params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = statement
+                .params
+                .iter()
+                .map(|p| match p {
+                    Param::Int(i) => i as &(dyn tokio_postgres::types::ToSql + Sync),
+                    Param::Text(t) => t as &(dyn tokio_postgres::types::ToSql + Sync),
+                })
+                .collect();
+            client
+                .execute(&statement.sql, &params)
+                .await
+                .map(drop)
+                .map_err(RunError::query("writing a history row", &plan.table))
+        }
+    }
 }
 
 /// Runs one DDL statement of version `version`, classifying its failure.

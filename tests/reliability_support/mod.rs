@@ -354,10 +354,11 @@ pub fn write_outbox_manifest(dir: &Path, table: &str, extra: &str) -> PathBuf {
     path
 }
 
-/// `boxtable-operator migrate -f <manifest> --database-url <url>`, stdout and stderr piped.
+/// `boxtable-operator migrate -o yaml -f <manifest> --database-url <url>`, stdout and stderr piped.
 pub fn migrate_command(manifest: &Path, url: &str) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_boxtable-operator"));
     cmd.arg("migrate")
+        .args(["-o", "yaml"])
         .arg("-f")
         .arg(manifest)
         .arg("--database-url")
@@ -381,7 +382,7 @@ pub fn spawn_migrate(manifest: &Path, url: &str) -> Child {
 pub struct MigrateRun {
     /// Exit code (`None` when a signal ended it).
     pub code: Option<i32>,
-    /// The printed statuses.
+    /// The printed results (one YAML document per BoxTable, with its status).
     pub stdout: String,
     /// The logs.
     pub stderr: String,

@@ -1,0 +1,343 @@
+//! The `migrate` command: BoxTable manifests applied straight to a database without a cluster (a
+//! Kubernetes Job, a CI step, a laptop), through the same converge path the controller uses; or,
+//! with `--dry-run`, planned: what each run would do and the exact statements it would send.
+
+pub mod render;
+mod result;
+mod sessions;
+
+use futures::StreamExt;
+use kube::ResourceExt;
+use tokio_util::sync::CancellationToken;
+
+use crate::controller::secrets;
+use crate::converge::{self, Target};
+use crate::crd::BoxTable;
+use crate::db::ConnectionSettings;
+use crate::lock::LockIdentity;
+use crate::manifests::{Document, Manifests};
+use crate::migrate::{Plan, RunPath};
+use crate::reason::Reason;
+use crate::report::chain;
+use crate::status::{self, Observed};
+
+pub use result::{DatabaseTarget, PlanReport, PlannedStatement, TableResult, Verdict, worst};
+use sessions::Sessions;
+
+/// `application_name` of the command's sessions.
+pub const APPLICATION_NAME: &str = "boxtable-operator-migrate";
+
+/// Apply the manifests, or only plan them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Bring every table to its target.
+    Apply,
+    /// Read without the lock and report what a run would do (`--dry-run`, `plan`).
+    Plan,
+}
+
+/// How the command runs.
+pub struct Options {
+    /// The database for every table; when `None`, each BoxTable's Secret must be among the files.
+    pub database_url: Option<String>,
+    /// A CA bundle (PEM) for verify-ca / verify-full; otherwise `ca.crt` of a Secret among the
+    /// files is used when the connection string comes from that Secret.
+    pub ca_pem: Option<Vec<u8>>,
+    /// Tables handled at once.
+    pub concurrency: usize,
+    /// Apply or plan.
+    pub mode: Mode,
+}
+
+/// Handles every valid BoxTable in `manifests`, `options.concurrency` at a time, and adds a
+/// result for every invalid document; results keep file order.
+///
+/// # Cancel safety
+/// Cancelling `cancel` abandons lock waits and cancels running migrations (rolled back, unlocked).
+pub async fn run(
+    manifests: &Manifests,
+    options: &Options,
+    cancel: &CancellationToken,
+) -> Vec<TableResult> {
+    let concurrency = options.concurrency.max(1);
+    let sessions = Sessions::default();
+    let sessions = &sessions;
+    let mut results: Vec<(String, usize, TableResult)> =
+        futures::stream::iter(manifests.boxtables.iter())
+            .map(|document| async move {
+                (
+                    document.source.path.display().to_string(),
+                    document.source.index,
+                    one(document, manifests, options, sessions, cancel).await,
+                )
+            })
+            .buffer_unordered(concurrency)
+            .collect()
+            .await;
+    results.extend(manifests.problems.iter().map(|problem| {
+        (
+            problem.source.path.display().to_string(),
+            problem.source.index,
+            TableResult::invalid(problem),
+        )
+    }));
+    results.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+    results.into_iter().map(|(_, _, r)| r).collect()
+}
+
+/// Where `bt`'s table lives: the command-line URL, else its Secret from the files; with the CA
+/// bundle from the command line, else from that Secret's `ca.crt`.
+fn connection(
+    bt: &BoxTable,
+    manifests: &Manifests,
+    options: &Options,
+) -> Result<(String, Option<Vec<u8>>), String> {
+    if let Some(url) = &options.database_url {
+        return Ok((url.clone(), options.ca_pem.clone()));
+    }
+    let secret_ref = &bt.spec.database.secret_ref;
+    let namespace = bt.namespace();
+    let secret = manifests.secrets.iter().find(|s| {
+        s.name_any() == secret_ref.name && (namespace.is_none() || s.namespace() == namespace)
+    });
+    let Some(secret) = secret else {
+        return Err(format!(
+            "secret {} is not among the files, and no --database-url (or --database-url-from-env) was given",
+            secret_ref.name
+        ));
+    };
+    let value = secrets::lookup(secret, &secret_ref.key)
+        .ok_or_else(|| format!("secret {} has no key {:?}", secret_ref.name, secret_ref.key))?;
+    let connection_string = String::from_utf8(value).map_err(|_| {
+        format!(
+            "secret {} key {:?} is not UTF-8 text",
+            secret_ref.name, secret_ref.key
+        )
+    })?;
+    let ca_pem = options
+        .ca_pem
+        .clone()
+        .or_else(|| secrets::lookup(secret, secrets::CA_KEY));
+    Ok((connection_string.trim().to_owned(), ca_pem))
+}
+
+/// Applies or plans one BoxTable.
+async fn one(
+    document: &Document,
+    manifests: &Manifests,
+    options: &Options,
+    sessions: &Sessions,
+    cancel: &CancellationToken,
+) -> TableResult {
+    let bt = &document.boxtable;
+    let plan = crate::plan::plan(&bt.spec);
+    let connection = connection(bt, manifests, options);
+    let database = connection
+        .as_ref()
+        .ok()
+        .and_then(|(url, _)| ConnectionSettings::parse(url).ok())
+        .map(|settings| DatabaseTarget::of(&settings));
+    let mut result = TableResult {
+        source: document.source.to_string(),
+        name: bt.name_any(),
+        namespace: bt.namespace(),
+        table: crate::plan::resolve_table(&bt.spec)
+            .ok()
+            .map(|t| t.to_string()),
+        database,
+        result: Verdict::Failed,
+        reason: String::new(),
+        message: String::new(),
+        status: None,
+        plan: None,
+    };
+    let (plan, (connection_string, ca_pem)) = match (plan, connection) {
+        (Err(error), _) => {
+            return failed(
+                result,
+                options.mode,
+                None,
+                error.reason(),
+                chain(&error),
+                bt,
+            );
+        }
+        (Ok(plan), Err(message)) => {
+            return failed(
+                result,
+                options.mode,
+                Some(&plan),
+                Reason::SecretNotFound,
+                message,
+                bt,
+            );
+        }
+        (Ok(plan), Ok(connection)) => (plan, connection),
+    };
+    let target = Target {
+        connection_string: &connection_string,
+        ca_pem: ca_pem.as_deref(),
+        application_name: APPLICATION_NAME,
+    };
+    let key = (connection_string.clone(), ca_pem.clone());
+    match options.mode {
+        Mode::Plan => match planned(sessions, key, &target, &plan, bt.spec.suspend).await {
+            Ok((verdict, reason, message, report)) => {
+                result.result = verdict;
+                result.reason = reason;
+                result.message = message;
+                result.plan = Some(report);
+                result
+            }
+            Err(error) => failed(
+                result,
+                options.mode,
+                Some(&plan),
+                error.reason(),
+                chain(&error),
+                bt,
+            ),
+        },
+        Mode::Apply => {
+            let observed = if bt.spec.suspend {
+                match converge::observe(&target, &plan).await {
+                    Ok(found) => Observed::Suspended {
+                        applied_version: (found.current_version > 0)
+                            .then_some(found.current_version),
+                    },
+                    Err(error) => error.observed(),
+                }
+            } else {
+                match sessions.migrate(key, &target, &plan, cancel).await {
+                    Ok(outcome) => Observed::Succeeded(outcome),
+                    Err(error) => error.observed(),
+                }
+            };
+            applied(result, &plan, &observed, bt)
+        }
+    }
+}
+
+/// The status a run leads to, and the verdict it means.
+fn applied(
+    mut result: TableResult,
+    plan: &Plan,
+    observed: &Observed,
+    bt: &BoxTable,
+) -> TableResult {
+    let generation = bt.metadata.generation.unwrap_or(1);
+    let status = status::desired_status(
+        None,
+        generation,
+        Some(plan),
+        observed,
+        jiff::Timestamp::now(),
+    );
+    let ready = status.conditions.iter().find(|c| c.type_ == status::READY);
+    result.reason = ready.map(|c| c.reason.clone()).unwrap_or_default();
+    result.message = ready.map(|c| c.message.clone()).unwrap_or_default();
+    result.result = match observed {
+        Observed::Succeeded(_) => Verdict::Ready,
+        Observed::Suspended { applied_version } => {
+            if applied_version.unwrap_or(0) >= crate::plan::target_version(plan) {
+                Verdict::Ready
+            } else {
+                Verdict::Pending
+            }
+        }
+        _ => Verdict::Failed,
+    };
+    result.status = Some(status);
+    result
+}
+
+/// A failure before or while handling the table.
+fn failed(
+    mut result: TableResult,
+    mode: Mode,
+    plan: Option<&Plan>,
+    reason: Reason,
+    message: String,
+    bt: &BoxTable,
+) -> TableResult {
+    if mode == Mode::Apply {
+        let generation = bt.metadata.generation.unwrap_or(1);
+        let observed = Observed::Failed {
+            reason,
+            message: message.clone(),
+            lock: None,
+        };
+        result.status = Some(status::desired_status(
+            None,
+            generation,
+            plan,
+            &observed,
+            jiff::Timestamp::now(),
+        ));
+    }
+    result.result = Verdict::Failed;
+    result.reason = reason.as_str().to_owned();
+    result.message = message;
+    result
+}
+
+/// Plans one table: the verdict, reason, message and the statements a run would send.
+async fn planned(
+    sessions: &Sessions,
+    key: sessions::SessionKey,
+    target: &Target<'_>,
+    plan: &Plan,
+    suspended: bool,
+) -> Result<(Verdict, String, String, PlanReport), converge::ConvergeError> {
+    let preview = sessions.preview(key, target, plan).await?;
+    let decision = preview.decision;
+    let path = decision.path();
+    let (from, to) = (decision.from_version(), decision.to_version());
+    let table = &plan.table;
+    let would = match path {
+        RunPath::Fresh => format!("would create {table} at version {to}"),
+        RunPath::Bootstrap => format!(
+            "would adopt {table}: found at version {from} without history, stamp it and bring it to {to}"
+        ),
+        RunPath::Normal => format!("would migrate {table} from version {from} to {to}"),
+        RunPath::UpToDate => format!("{table} is at version {from}; nothing to do"),
+    };
+    let up_to_date = path == RunPath::UpToDate;
+    let (verdict, reason, message, statements) = if suspended {
+        let message = format!("suspended: a run changes nothing; unsuspended it {would}");
+        let verdict = if up_to_date {
+            Verdict::Ready
+        } else {
+            Verdict::Pending
+        };
+        (
+            verdict,
+            Reason::Suspended.as_str().to_owned(),
+            message,
+            Vec::new(),
+        )
+    } else if up_to_date {
+        (Verdict::Ready, path.as_str().to_owned(), would, Vec::new())
+    } else {
+        let statements = preview
+            .statements
+            .iter()
+            .map(PlannedStatement::of)
+            .collect();
+        (
+            Verdict::Pending,
+            path.as_str().to_owned(),
+            would,
+            statements,
+        )
+    };
+    let report = PlanReport {
+        path: path.as_str().to_owned(),
+        from_version: from,
+        to_version: to,
+        target_version: preview.target_version,
+        lock_key: LockIdentity::for_table(table).lock_key().to_owned(),
+        statements,
+    };
+    Ok((verdict, reason, message, report))
+}

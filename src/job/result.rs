@@ -1,0 +1,212 @@
+//! What the `migrate` command found for each BoxTable document: one [`TableResult`] per
+//! document (valid or not), its [`Verdict`], and the exit code of the worst verdict.
+
+use serde::Serialize;
+
+use crate::crd::BoxTableStatus;
+use crate::db::ConnectionSettings;
+use crate::manifests::Problem;
+use crate::migrate::statements::{Param, Statement};
+use crate::reason::Reason;
+use crate::status::{self, Observed};
+
+/// How one table ended, worst last. The command's exit code is the worst verdict's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub enum Verdict {
+    /// At its target version (migrated now, or already there).
+    Ready,
+    /// Not at its target and nothing failed: a plan with changes to make, or a suspended table
+    /// behind its target.
+    Pending,
+    /// The table could not be brought up to date (or planned): see the reason.
+    Failed,
+    /// The document is not a valid BoxTable; nothing was attempted.
+    Invalid,
+}
+
+impl Verdict {
+    /// The process exit code: 0 every table at its target, 2 changes pending, 1 any error.
+    pub fn exit_code(self) -> u8 {
+        match self {
+            Verdict::Ready => 0,
+            Verdict::Pending => 2,
+            Verdict::Failed | Verdict::Invalid => 1,
+        }
+    }
+}
+
+/// The database a table is reached in: host, port, database and user, never the password.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DatabaseTarget {
+    /// The first host (or address).
+    pub host: String,
+    /// Its port.
+    pub port: u16,
+    /// The database (the server defaults it to the user's name when the string names none).
+    pub database: String,
+    /// The user.
+    pub user: String,
+}
+
+impl DatabaseTarget {
+    /// The target of a parsed connection string.
+    pub fn of(settings: &ConnectionSettings) -> Self {
+        let (host, port) = settings
+            .endpoints()
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| (String::from("(no host)"), 5432));
+        let user = settings.user().to_owned();
+        Self {
+            host,
+            port,
+            database: settings.dbname().unwrap_or(&user).to_owned(),
+            user,
+        }
+    }
+}
+
+impl std::fmt::Display for DatabaseTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let host = if self.host.contains(':') {
+            format!("[{}]", self.host)
+        } else {
+            self.host.clone()
+        };
+        write!(f, "{}@{host}:{}/{}", self.user, self.port, self.database)
+    }
+}
+
+/// One statement as a plan prints it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PlannedStatement {
+    /// The SQL text, byte for byte as a run sends it.
+    pub sql: String,
+    /// The values bound to `$1`, `$2`, ...
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub parameters: Vec<serde_json::Value>,
+}
+
+impl PlannedStatement {
+    /// The printable form of `statement`.
+    pub fn of(statement: &Statement) -> Self {
+        Self {
+            sql: statement.sql.clone(),
+            parameters: statement
+                .params
+                .iter()
+                .map(|p| match p {
+                    Param::Int(i) => serde_json::Value::from(*i),
+                    Param::Text(t) => serde_json::Value::from(t.as_str()),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// What a plan found for one table.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanReport {
+    /// `Fresh`, `Bootstrap`, `Normal` or `UpToDate`.
+    pub path: String,
+    /// The version now (0 without a table).
+    pub from_version: u32,
+    /// The version a run would leave it at.
+    pub to_version: u32,
+    /// The version aimed for.
+    pub target_version: u32,
+    /// Brighter's lock key the run would take.
+    pub lock_key: String,
+    /// The statements, in order, inside one transaction under that lock.
+    pub statements: Vec<PlannedStatement>,
+}
+
+/// The result for one BoxTable document.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TableResult {
+    /// `file: document N`.
+    pub source: String,
+    /// The BoxTable's name (empty when the document has none).
+    pub name: String,
+    /// Its namespace, when the manifest has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// The resolved table, when the spec names a valid one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub table: Option<String>,
+    /// Where it lives, when the connection string could be read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub database: Option<DatabaseTarget>,
+    /// How it ended.
+    pub result: Verdict,
+    /// The bounded reason (`Migrated`, `UpToDate`, `InvalidSpec`, `LockTimeout`, ...).
+    pub reason: String,
+    /// What happened, or every error found in the document.
+    pub message: String,
+    /// A run's status, as the controller would write it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<BoxTableStatus>,
+    /// A plan's findings.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plan: Option<PlanReport>,
+}
+
+impl TableResult {
+    /// The result for a document that is not a valid BoxTable.
+    pub fn invalid(problem: &Problem) -> Self {
+        let (name, namespace) = match problem.object.as_deref() {
+            Some(object) => {
+                let name = object.split_once(' ').map_or(object, |(_, n)| n);
+                match name.split_once('/') {
+                    Some((ns, n)) => (n.to_owned(), Some(ns.to_owned())),
+                    None => (name.to_owned(), None),
+                }
+            }
+            None => (String::new(), None),
+        };
+        let message = problem.errors.join("; ");
+        let observed = Observed::Failed {
+            reason: Reason::InvalidSpec,
+            message: message.clone(),
+            lock: None,
+        };
+        Self {
+            source: problem.source.to_string(),
+            name,
+            namespace,
+            table: None,
+            database: None,
+            result: Verdict::Invalid,
+            reason: Reason::InvalidSpec.as_str().to_owned(),
+            message,
+            status: Some(status::desired_status(
+                None,
+                1,
+                None,
+                &observed,
+                jiff::Timestamp::now(),
+            )),
+            plan: None,
+        }
+    }
+
+    /// `namespace/name`, or `name`, or the document's place when it has no name.
+    pub fn display_name(&self) -> String {
+        match (&self.namespace, self.name.is_empty()) {
+            (_, true) => self.source.clone(),
+            (Some(ns), false) => format!("{ns}/{}", self.name),
+            (None, false) => self.name.clone(),
+        }
+    }
+}
+
+/// The worst verdict of `results` (Ready when there are none).
+pub fn worst(results: &[TableResult]) -> Verdict {
+    results
+        .iter()
+        .map(|r| r.result)
+        .max()
+        .unwrap_or(Verdict::Ready)
+}

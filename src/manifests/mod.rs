@@ -1,0 +1,430 @@
+//! Reading BoxTable manifests (and the Secrets beside them) from files and directories of
+//! multi-document YAML or JSON, judged as the API server would judge them on `kubectl apply`.
+//!
+//! Every file is read and every problem kept, naming the file, the document and the field; one
+//! broken file or document never hides the others. A BoxTable document goes through the same
+//! steps as on an API server, all driven by the CRD generated from [`crate::crd`]:
+//! - `strict`: unknown fields refused (strict field validation), nulls pruned, defaults applied;
+//! - `openapi`: the OpenAPI schema (types, patterns, lengths, enums, ranges, required fields);
+//! - `cel`: the `x-kubernetes-validations` rules.
+
+mod cel;
+mod openapi;
+mod strict;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::CustomResourceExt;
+use serde_json::Value;
+
+use crate::crd::{BoxTable, GROUP, KIND, VERSION};
+
+pub use openapi::SchemaCompileError;
+
+/// Where a document came from: its file and its place in that file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Source {
+    /// The file.
+    pub path: PathBuf,
+    /// 1-based number of the document among the file's non-empty documents.
+    pub index: usize,
+    /// The line the document (or its error) starts on, when known.
+    pub line: Option<u64>,
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: document {}", self.path.display(), self.index)?;
+        if let Some(line) = self.line {
+            write!(f, " (line {line})")?;
+        }
+        Ok(())
+    }
+}
+
+/// One thing wrong with one field, worded as the API server words it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FieldError {
+    /// A field the schema does not know.
+    Unknown {
+        /// The field, like `spec.tabel`.
+        path: String,
+    },
+    /// A required field is missing.
+    Required {
+        /// The field.
+        path: String,
+    },
+    /// A value the schema refuses.
+    Invalid {
+        /// The field.
+        path: String,
+        /// What the schema says about it.
+        detail: String,
+    },
+    /// A CEL rule that does not hold.
+    Rule {
+        /// The field the rule is attached to.
+        path: String,
+        /// The rule's message.
+        message: String,
+    },
+    /// A CEL rule that could not be evaluated (refused rather than skipped).
+    RuleNotEvaluated {
+        /// The field the rule is attached to.
+        path: String,
+        /// The rule.
+        rule: String,
+        /// Why.
+        problem: String,
+    },
+    /// The object does not decode into its type.
+    Decode {
+        /// What the decoder said.
+        detail: String,
+    },
+}
+
+impl FieldError {
+    /// The field the error is about (empty for the whole object).
+    pub fn path(&self) -> &str {
+        match self {
+            FieldError::Unknown { path }
+            | FieldError::Required { path }
+            | FieldError::Invalid { path, .. }
+            | FieldError::Rule { path, .. }
+            | FieldError::RuleNotEvaluated { path, .. } => path,
+            FieldError::Decode { .. } => "",
+        }
+    }
+}
+
+impl fmt::Display for FieldError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FieldError::Unknown { path } => {
+                write!(f, "strict decoding error: unknown field \"{path}\"")
+            }
+            FieldError::Required { path } => write!(f, "{path}: Required value"),
+            FieldError::Invalid { path, detail } => write!(f, "{path}: Invalid value: {detail}"),
+            FieldError::Rule { path, message } => {
+                let path = if path.is_empty() { "<root>" } else { path };
+                write!(f, "{path}: Invalid value: \"object\": {message}")
+            }
+            FieldError::RuleNotEvaluated {
+                path,
+                rule,
+                problem,
+            } => write!(
+                f,
+                "{path}: validation rule {rule:?} could not be evaluated ({problem}); refusing the object rather than skipping the rule"
+            ),
+            FieldError::Decode { detail } => write!(f, "{detail}"),
+        }
+    }
+}
+
+/// A document, or a whole file, that could not be used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// Where.
+    pub source: Source,
+    /// `BoxTable shop/orders` when the document got that far.
+    pub object: Option<String>,
+    /// What is wrong, one entry per field.
+    pub errors: Vec<String>,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.source)?;
+        if let Some(object) = &self.object {
+            write!(f, " ({object})")?;
+        }
+        write!(f, ": {}", self.errors.join("; "))
+    }
+}
+
+/// A BoxTable read from a file.
+#[derive(Debug, Clone)]
+pub struct Document {
+    /// Where it came from.
+    pub source: Source,
+    /// The object, decoded, defaulted and valid against the CRD.
+    pub boxtable: BoxTable,
+}
+
+/// What the given files hold.
+#[derive(Default)]
+pub struct Manifests {
+    /// Valid BoxTables in file order.
+    pub boxtables: Vec<Document>,
+    /// Secrets found beside them (for connection strings).
+    pub secrets: Vec<Secret>,
+    /// Documents of other kinds that were skipped, as `file: apiVersion/kind name`.
+    pub skipped: Vec<String>,
+    /// Everything that could not be read or is invalid, in file order.
+    pub problems: Vec<Problem>,
+}
+
+/// The BoxTable CRD's schema, compiled once, judging documents.
+pub struct Judge {
+    schema: Value,
+    metadata_fields: Vec<String>,
+    validator: openapi::SchemaValidator,
+}
+
+impl Judge {
+    /// A judge for the CRD generated from [`crate::crd`].
+    ///
+    /// # Errors
+    /// [`SchemaCompileError`] if the generated schema does not compile (a bug, not input).
+    pub fn for_boxtable() -> Result<Self, SchemaCompileError> {
+        let crd = serde_json::to_value(BoxTable::crd()).unwrap_or_default();
+        let schema = crd
+            .pointer("/spec/versions/0/schema/openAPIV3Schema")
+            .cloned()
+            .unwrap_or_default();
+        let meta = serde_json::to_value(schemars::schema_for!(ObjectMeta)).unwrap_or_default();
+        let metadata_fields = meta
+            .get("properties")
+            .and_then(Value::as_object)
+            .map(|p| p.keys().cloned().collect())
+            .unwrap_or_default();
+        let validator = openapi::SchemaValidator::new(&schema)?;
+        Ok(Self {
+            schema,
+            metadata_fields,
+            validator,
+        })
+    }
+
+    /// Decodes and validates one BoxTable document; every error found, not just the first.
+    ///
+    /// # Errors
+    /// Every [`FieldError`]: unknown fields first (as the API server stops at decoding), then
+    /// schema violations and CEL rules.
+    pub fn boxtable(&self, mut object: Value) -> Result<BoxTable, Vec<FieldError>> {
+        let unknown = strict::Decoder::new(&self.schema, &self.metadata_fields).decode(&mut object);
+        if !unknown.is_empty() {
+            return Err(unknown);
+        }
+        let mut errors = self.validator.errors(&object);
+        if errors.is_empty() {
+            errors = cel::errors(&self.schema, &object);
+        }
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+        serde_json::from_value(object).map_err(|e| {
+            vec![FieldError::Decode {
+                detail: format!("the object does not decode as a BoxTable: {e}"),
+            }]
+        })
+    }
+}
+
+/// Reads every `.yaml`/`.yml`/`.json` file under `paths` (directories are read in name order,
+/// not recursively); never stops at a broken file.
+///
+/// # Errors
+/// [`SchemaCompileError`] only if the generated CRD schema is broken.
+pub fn read(paths: &[PathBuf]) -> Result<Manifests, SchemaCompileError> {
+    let judge = Judge::for_boxtable()?;
+    let mut out = Manifests::default();
+    for path in paths {
+        match expand(path) {
+            Ok(files) => {
+                for file in files {
+                    read_file(&judge, &file, &mut out);
+                }
+            }
+            Err(error) => out.problems.push(Problem {
+                source: Source {
+                    path: path.clone(),
+                    index: 0,
+                    line: None,
+                },
+                object: None,
+                errors: vec![format!("cannot be read: {error}")],
+            }),
+        }
+    }
+    Ok(out)
+}
+
+fn expand(path: &Path) -> std::io::Result<Vec<PathBuf>> {
+    if !path.is_dir() {
+        return Ok(vec![path.to_owned()]);
+    }
+    let mut files: Vec<PathBuf> = std::fs::read_dir(path)?
+        .filter_map(Result::ok)
+        .map(|entry| entry.path())
+        .filter(|p| {
+            p.is_file()
+                && p.extension()
+                    .and_then(|e| e.to_str())
+                    .is_some_and(|e| matches!(e, "yaml" | "yml" | "json"))
+        })
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
+fn str_at<'v>(value: &'v Value, pointer: &str) -> &'v str {
+    value
+        .pointer(pointer)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+}
+
+/// `BoxTable shop/orders` (or `v1/Secret db`) for messages.
+fn describe(value: &Value) -> String {
+    let kind = str_at(value, "/kind");
+    let name = str_at(value, "/metadata/name");
+    match value.pointer("/metadata/namespace").and_then(Value::as_str) {
+        Some(namespace) => format!("{kind} {namespace}/{name}"),
+        None => format!("{kind} {name}"),
+    }
+}
+
+fn read_file(judge: &Judge, path: &Path, out: &mut Manifests) {
+    let source = |index, line| Source {
+        path: path.to_owned(),
+        index,
+        line,
+    };
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(error) => {
+            out.problems.push(Problem {
+                source: source(0, None),
+                object: None,
+                errors: vec![format!("cannot be read: {error}")],
+            });
+            return;
+        }
+    };
+    let mut options = serde_saphyr::Options::default();
+    // The snippet would echo the file's text, which may hold a Secret.
+    options.with_snippet = false;
+    let mut reader = std::io::Cursor::new(text.as_bytes());
+    let documents =
+        serde_saphyr::read_with_options::<_, serde_saphyr::Spanned<Value>>(&mut reader, options);
+    let boxtable_api = format!("{GROUP}/{VERSION}");
+    for (i, document) in documents.enumerate() {
+        let index = i + 1;
+        let spanned = match document {
+            Ok(spanned) => spanned,
+            Err(error) => {
+                let line = error.location().map(|l| l.line());
+                out.problems.push(Problem {
+                    source: source(index, line),
+                    object: None,
+                    errors: vec![format!("not valid YAML: {}", error.without_snippet())],
+                });
+                continue;
+            }
+        };
+        let line = Some(spanned.referenced.line());
+        let value = spanned.value;
+        let problem = |object: Option<String>, errors: Vec<String>| Problem {
+            source: source(index, line),
+            object,
+            errors,
+        };
+        let api_version = str_at(&value, "/apiVersion");
+        let kind = str_at(&value, "/kind");
+        if !value.is_object() || api_version.is_empty() || kind.is_empty() {
+            out.problems.push(problem(
+                None,
+                vec!["not a Kubernetes object: apiVersion and kind are required".to_owned()],
+            ));
+        } else if api_version == boxtable_api && kind == KIND {
+            let object = describe(&value);
+            match judge.boxtable(value) {
+                Ok(boxtable) => out.boxtables.push(Document {
+                    source: source(index, line),
+                    boxtable,
+                }),
+                Err(errors) => out.problems.push(problem(
+                    Some(object),
+                    errors.iter().map(ToString::to_string).collect(),
+                )),
+            }
+        } else if api_version == "v1" && kind == "Secret" {
+            let object = describe(&value);
+            match serde_json::from_value::<Secret>(value) {
+                Ok(secret) => out.secrets.push(secret),
+                // The decoder's message may quote a value, and a Secret's values are secret.
+                Err(_) => out.problems.push(problem(
+                    Some(object),
+                    vec![
+                        "not a valid v1 Secret: data and stringData must map keys to strings"
+                            .to_owned(),
+                    ],
+                )),
+            }
+        } else {
+            out.skipped.push(format!(
+                "{}: {api_version}/{kind} {}",
+                source(index, line),
+                str_at(&value, "/metadata/name")
+            ));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn object(spec: Value) -> Value {
+        json!({"apiVersion": "brighter.dev/v1alpha1", "kind": "BoxTable",
+               "metadata": {"name": "orders", "namespace": "shop", "labels": {"app": "shop"}},
+               "spec": spec})
+    }
+
+    #[test]
+    fn the_generated_crd_defaults_a_bare_spec() {
+        let judge = Judge::for_boxtable().unwrap();
+        let bt = judge
+            .boxtable(object(
+                json!({"box": "Outbox", "database": {"secretRef": {"name": "db"}}}),
+            ))
+            .unwrap();
+        assert_eq!(bt.spec.schema, "public");
+        assert_eq!(bt.spec.lock.timeout, "30s");
+        assert_eq!(bt.spec.database.secret_ref.key, "connectionString");
+    }
+
+    #[test]
+    fn the_generated_crd_refuses_unknown_fields_schema_violations_and_failed_rules() {
+        let judge = Judge::for_boxtable().unwrap();
+        let errors = |spec: Value| -> Vec<String> {
+            judge
+                .boxtable(object(spec))
+                .unwrap_err()
+                .iter()
+                .map(ToString::to_string)
+                .collect()
+        };
+        let db = json!({"secretRef": {"name": "db"}});
+        assert_eq!(
+            errors(json!({"box": "Outbox", "tabel": "x", "database": db})),
+            ["strict decoding error: unknown field \"spec.tabel\""]
+        );
+        assert_eq!(
+            errors(json!({"box": "Inbox", "targetVersion": 3, "database": db})),
+            ["spec: Invalid value: \"object\": an Inbox has versions 1 to 2"]
+        );
+        assert_eq!(
+            errors(json!({"box": "Outbox"})),
+            ["spec.database: Required value"]
+        );
+    }
+}
