@@ -318,3 +318,27 @@ async fn a_suspended_table_behind_its_target_exits_2_and_one_at_its_target_exits
     let at_target = migrate(&["-f", &suspended, "--database-url", &db.url], None);
     assert_eq!(at_target.code, Some(0), "{}", at_target.stdout);
 }
+
+#[tokio::test]
+async fn a_path_that_cannot_be_read_is_reported_and_the_other_files_still_run() {
+    let db = support::fresh_db().await;
+    let dir = tempfile::tempdir().unwrap();
+    let good = write(dir.path(), "good.yaml", &boxtable("good", ""));
+    let missing = dir.path().join("missing.yaml");
+    let missing = missing.to_str().unwrap();
+
+    let run = migrate(
+        &["-f", missing, "-f", &good, "--database-url", &db.url],
+        None,
+    );
+
+    assert_eq!(run.code, Some(1), "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stderr
+            .contains(&format!("error: {missing}: cannot be read")),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(row(&run.stdout, missing)[3..], ["Invalid", "Unreadable"]);
+    assert_eq!(row(&run.stdout, "shop/good")[3..], ["Ready", "Migrated"]);
+}

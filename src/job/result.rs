@@ -179,7 +179,11 @@ impl TableResult {
             table: None,
             database: None,
             result: Verdict::Invalid,
-            reason: Reason::InvalidSpec.as_str().to_owned(),
+            reason: if problem.source.index == 0 {
+                "Unreadable".to_owned()
+            } else {
+                Reason::InvalidSpec.as_str().to_owned()
+            },
             message,
             status: Some(status::desired_status(
                 None,

@@ -29,7 +29,7 @@ pub use openapi::SchemaCompileError;
 pub struct Source {
     /// The file.
     pub path: PathBuf,
-    /// 1-based number of the document among the file's non-empty documents.
+    /// 1-based number of the document among the file's non-empty documents (0: the whole file).
     pub index: usize,
     /// The line the document (or its error) starts on, when known.
     pub line: Option<u64>,
@@ -37,7 +37,10 @@ pub struct Source {
 
 impl fmt::Display for Source {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: document {}", self.path.display(), self.index)?;
+        write!(f, "{}", self.path.display())?;
+        if self.index > 0 {
+            write!(f, ": document {}", self.index)?;
+        }
         if let Some(line) = self.line {
             write!(f, " (line {line})")?;
         }
