@@ -80,14 +80,30 @@ pub struct Preview {
 /// Read-only.
 pub async fn preview(session: &Session, plan: &Plan) -> Result<Preview, RunError> {
     let target = detect::target_version(plan)?;
+    super::server::check_supported(session.server_version_num(), &plan.table)?;
     // A run refuses a pooler in between or a standby before anything else; so does its plan.
     super::runner::preflight(session, plan, &LockIdentity::for_table(&plan.table)).await?;
     let client = session.client();
-    let facts = read_facts(client, plan, false).await?;
+    // One snapshot for the catalog and both histories, as in `observe`.
+    client
+        .batch_execute(BEGIN_SNAPSHOT)
+        .await
+        .map_err(RunError::query("opening a read-only snapshot", &plan.table))?;
+    let read = async {
+        let facts = read_facts(client, plan, false).await?;
+        let public_history_exists = plan.history_scope == HistoryScope::PerSchema
+            && history::exists(client, &HistoryTable::Public, &plan.table).await?;
+        Ok::<_, RunError>((facts, public_history_exists))
+    }
+    .await;
+    let end = if read.is_ok() { COMMIT } else { ROLLBACK };
+    client.batch_execute(end).await.map_err(RunError::query(
+        "closing the read-only snapshot",
+        &plan.table,
+    ))?;
+    let (facts, public_history_exists) = read?;
     let history = HistoryTable::for_table(&plan.table, plan.history_scope);
     let decision = detect::decide(plan, target, &facts, &history.quoted())?;
-    let public_history_exists = plan.history_scope == HistoryScope::PerSchema
-        && history::exists(client, &HistoryTable::Public, &plan.table).await?;
     Ok(Preview {
         decision,
         target_version: target,
