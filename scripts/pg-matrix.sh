@@ -52,7 +52,7 @@ for major in $majors; do
     . scripts/pg.sh
     pg_start || exit 1
     "$PG_BIN/postgres" --version
-    cargo test "${test_args[@]}"
+    cargo test --no-fail-fast "${test_args[@]}"
   ) >"$log" 2>&1
   rc=$?
   set -e

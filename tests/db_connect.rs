@@ -188,10 +188,13 @@ async fn sessions_keep_tcp_keepalives_on_and_can_cancel_a_running_statement() {
         .get(0);
     let local = format!(":{port:04X} ");
     let table = std::fs::read_to_string("/proc/self/net/tcp").unwrap();
+    // Only an established socket (state 01): a closed earlier one may linger on the same port.
     let line = table.lines().find(|l| {
-        l.split_whitespace()
+        let mut fields = l.split_whitespace();
+        fields
             .nth(1)
             .is_some_and(|a| format!("{a} ").ends_with(&local))
+            && fields.nth(1) == Some("01")
     });
     let timer = line.and_then(|l| l.split_whitespace().nth(5)).unwrap();
     assert!(
