@@ -86,7 +86,8 @@ async fn the_migrate_command_reports_a_v9_table_ready_ahead_of_the_operator_and_
         .arg("migrate")
         .arg("-f")
         .arg(&manifest)
-        .env("DATABASE_URL", &db.url)
+        .args(["-o", "yaml", "--database-url"])
+        .arg(&db.url)
         .output()
         .unwrap();
 
