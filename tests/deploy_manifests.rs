@@ -58,11 +58,13 @@ const CLUSTER_GRANTS: &[Grant] = &[
     },
     // get: read connectionString and ca.crt from the referenced Secret
     // list, watch: Controller::watches(Api::<Secret>) so a rotated password triggers a reconcile
+    // patch: add and remove drop.brighter.dev/<uid> on the Secret a Drop BoxTable needs
+    // (a metadata-only merge patch of metadata.finalizers), so deleting the namespace waits
     Grant {
         group: "",
         resource: "secrets",
         names: &[],
-        verbs: &["get", "list", "watch"],
+        verbs: &["get", "list", "watch", "patch"],
     },
     // create: the events Recorder publishes an events.k8s.io/v1 Event on each transition
     // patch: the Recorder bumps the series count of an Event it already published
@@ -516,15 +518,75 @@ fn the_deployment_runs_one_leader_elected_replica_that_can_roll_back_on_shutdown
     );
 }
 
+/// The ClusterRole named `name`.
+fn cluster_role(objects: &[Json], name: &str) -> ClusterRole {
+    all::<ClusterRole>(objects)
+        .into_iter()
+        .find(|role| role.metadata.name.as_deref() == Some(name))
+        .unwrap_or_else(|| panic!("no ClusterRole {name}"))
+}
+
 #[test]
 fn the_cluster_role_grants_exactly_the_calls_the_operator_makes() {
-    let role: ClusterRole = only(&deploy());
-    assert_eq!(role.metadata.name.as_deref(), Some(OPERATOR));
+    let role = cluster_role(&deploy(), OPERATOR);
     assert!(role.aggregation_rule.is_none());
     assert_grants(
         "ClusterRole",
         role.rules.as_deref().unwrap_or_default(),
         CLUSTER_GRANTS,
+    );
+}
+
+#[test]
+fn boxtables_aggregate_into_the_built_in_admin_edit_and_view_roles() {
+    let objects = deploy();
+    let edit = cluster_role(&objects, "boxtable-operator-edit");
+    let view = cluster_role(&objects, "boxtable-operator-view");
+    let labels = |role: &ClusterRole| role.metadata.labels.clone().unwrap_or_default();
+    for to in ["admin", "edit"] {
+        assert_eq!(
+            labels(&edit)
+                .get(&format!("rbac.authorization.k8s.io/aggregate-to-{to}"))
+                .map(String::as_str),
+            Some("true")
+        );
+    }
+    assert_eq!(
+        labels(&view)
+            .get("rbac.authorization.k8s.io/aggregate-to-view")
+            .map(String::as_str),
+        Some("true")
+    );
+    let grants = |role: &ClusterRole| expand_rules(role.rules.as_deref().unwrap_or_default());
+    let all_verbs = [
+        "get",
+        "list",
+        "watch",
+        "create",
+        "update",
+        "patch",
+        "delete",
+        "deletecollection",
+    ];
+    for verb in all_verbs {
+        assert!(
+            grants(&edit)
+                .iter()
+                .any(|g| g.1 == "boxtables" && g.3 == verb),
+            "edit lacks {verb}"
+        );
+    }
+    assert!(
+        grants(&view)
+            .iter()
+            .all(|g| ["get", "list", "watch"].contains(&g.3.as_str())),
+        "view may write"
+    );
+    // Nothing binds them: they reach users only through the built-in roles.
+    assert!(
+        all::<ClusterRoleBinding>(&objects)
+            .iter()
+            .all(|b| !b.role_ref.name.starts_with("boxtable-operator-"))
     );
 }
 
@@ -574,7 +636,7 @@ fn the_bindings_give_the_roles_to_the_operator_service_account() {
     );
 
     let cluster_binding: ClusterRoleBinding = only(&objects);
-    let cluster_role: ClusterRole = only(&objects);
+    let cluster_role = cluster_role(&objects, OPERATOR);
     assert_eq!(cluster_binding.role_ref.kind, "ClusterRole");
     assert_eq!(
         Some(&cluster_binding.role_ref.name),

@@ -13,6 +13,7 @@ pub mod leader;
 mod pass;
 pub mod reconcile;
 pub mod schedule;
+mod secret_guard;
 pub mod secrets;
 
 use std::sync::Arc;
