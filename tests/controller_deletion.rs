@@ -330,7 +330,9 @@ async fn a_stuck_drop_makes_one_pass_per_backoff_step_and_says_so_in_its_conditi
 
 #[tokio::test]
 async fn every_drop_runs_exactly_once_even_when_a_pass_is_queued_behind_it_on_a_stale_cache() {
-    let h = Harness::start().await;
+    // Slow reads and cut watches need fault injection: the local API server, until a
+    // fault-injecting proxy in front of the real one lands.
+    let h = Harness::builder().local_api().start().await;
     h.apply(boxtable("orders").drop_policy()).await;
     h.wait_ready("orders").await;
     let holder = h.hold_lock("orders-api", "public", "outbox").await;
