@@ -589,9 +589,19 @@ impl Harness {
             .unwrap();
     }
 
-    /// Deletes the Secret `name`.
+    /// Deletes the Secret `name` for good: its finalizers (the operator keeps one for each Drop
+    /// BoxTable that needs it) are removed first, as someone forcing the deletion would.
     pub async fn delete_secret(&self, name: &str) {
-        Api::<Secret>::namespaced(self.client.clone(), &self.namespace)
+        let secrets = Api::<Secret>::namespaced(self.client.clone(), &self.namespace);
+        secrets
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+            )
+            .await
+            .unwrap();
+        secrets
             .delete(name, &DeleteParams::default())
             .await
             .unwrap();

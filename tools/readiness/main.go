@@ -47,7 +47,7 @@ func run(args []string, in io.Reader, out io.Writer) error {
 	var v verdict
 	switch {
 	case args[0] == "kstatus" && len(args) == 1:
-		v, err = kstatus(object)
+		v, err = kstatus(raw)
 	case args[0] == "argocd" && len(args) == 2:
 		v, err = argocd(args[1], object)
 	default:
@@ -59,8 +59,13 @@ func run(args []string, in io.Reader, out io.Writer) error {
 	return json.NewEncoder(out).Encode(v)
 }
 
-func kstatus(object map[string]interface{}) (verdict, error) {
-	result, err := status.Compute(&unstructured.Unstructured{Object: object})
+// kstatus decodes the object as client-go does (integers stay int64) and computes its status.
+func kstatus(raw []byte) (verdict, error) {
+	object := &unstructured.Unstructured{}
+	if err := object.UnmarshalJSON(raw); err != nil {
+		return verdict{}, fmt.Errorf("the object is not a Kubernetes object: %w", err)
+	}
+	result, err := status.Compute(object)
 	if err != nil {
 		return verdict{}, fmt.Errorf("kstatus: %w", err)
 	}
