@@ -15,6 +15,7 @@ use std::process::Command;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Container, Namespace, Secret, Service, ServiceAccount};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -288,6 +289,9 @@ fn every_rendered_object_matches_its_kubernetes_schema_exactly() {
         let name = object["metadata"]["name"].as_str().unwrap_or_default();
         let found = match (api_version, kind) {
             ("apps/v1", "Deployment") => schema_differences::<Deployment>(object),
+            ("policy/v1", "PodDisruptionBudget") => {
+                schema_differences::<PodDisruptionBudget>(object)
+            }
             ("v1", "ServiceAccount") => schema_differences::<ServiceAccount>(object),
             ("v1", "Service") => schema_differences::<Service>(object),
             ("v1", "Namespace") => schema_differences::<Namespace>(object),
@@ -320,6 +324,7 @@ fn every_rendered_object_matches_its_kubernetes_schema_exactly() {
         "CustomResourceDefinition",
         "Deployment",
         "Namespace",
+        "PodDisruptionBudget",
         "Role",
         "RoleBinding",
         "Service",
@@ -486,14 +491,18 @@ fn the_deployment_passes_pod_name_and_namespace_from_the_downward_api() {
 }
 
 #[test]
-fn the_deployment_runs_one_leader_elected_replica_that_can_roll_back_on_shutdown() {
+fn the_deployment_runs_two_leader_elected_replicas_that_roll_one_at_a_time() {
     let deployment: Deployment = only(&deploy());
     let spec = deployment.spec.as_ref().expect("deployment spec");
-    assert_eq!(spec.replicas, Some(1));
+    assert_eq!(spec.replicas, Some(2), "a leader and a ready standby");
+    let strategy = spec.strategy.as_ref().expect("a strategy");
+    assert_eq!(strategy.type_.as_deref(), Some("RollingUpdate"));
+    let rolling = strategy.rolling_update.as_ref().expect("rollingUpdate");
+    assert_eq!(rolling.max_surge, Some(IntOrString::Int(1)));
     assert_eq!(
-        spec.strategy.as_ref().and_then(|s| s.type_.as_deref()),
-        Some("Recreate"),
-        "the old pod stops before the new one starts"
+        rolling.max_unavailable,
+        Some(IntOrString::Int(0)),
+        "a new pod is ready before an old one stops"
     );
     let pod = spec.template.spec.as_ref().expect("pod spec");
     assert!(
@@ -524,6 +533,26 @@ fn cluster_role(objects: &[Json], name: &str) -> ClusterRole {
         .into_iter()
         .find(|role| role.metadata.name.as_deref() == Some(name))
         .unwrap_or_else(|| panic!("no ClusterRole {name}"))
+}
+
+#[test]
+fn a_disruption_budget_keeps_all_but_one_operator_pod_through_drains() {
+    let objects = deploy();
+    let deployment: Deployment = only(&objects);
+    let budget: PodDisruptionBudget = only(&objects);
+    let spec = budget.spec.expect("pdb spec");
+    assert_eq!(spec.max_unavailable, Some(IntOrString::Int(1)));
+    assert_eq!(spec.min_available, None);
+    let pods = deployment
+        .spec
+        .expect("deployment spec")
+        .selector
+        .match_labels;
+    assert_eq!(
+        spec.selector.and_then(|s| s.match_labels),
+        pods,
+        "the budget covers the operator's pods"
+    );
 }
 
 #[test]

@@ -318,6 +318,7 @@ fn spawn_controller(
         retry_base: std::time::Duration::from_millis(500),
         instance: "controller-test".to_owned(),
         leader_election_namespace: None,
+        leader_timing: Default::default(),
     };
     tokio::spawn(controller::run(
         client.clone(),
