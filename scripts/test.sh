@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# Runs every test: unit, PostgreSQL integration, local API server and kubectl end-to-end.
+# Runs every test: unit, PostgreSQL integration, controller and kubectl end-to-end against a real
+# Kubernetes control plane, and the local API server's own tests.
 # Starts a throwaway PostgreSQL unless DATABASE_URL is already set (it must then point at a
-# disposable server where the user may create databases and roles).
+# disposable server where the user may create databases and roles), and a throwaway control
+# plane (etcd, kube-apiserver, kube-controller-manager; built from Go modules the first time and
+# cached, see scripts/control-plane.sh) unless CONTROL_PLANE_KUBECONFIG is already set.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/pg.sh
+. scripts/control-plane.sh
 
 # PostgreSQL server binaries (also used to start private clusters for restart and replica
 # scenarios) and PgBouncer (pooler scenarios); installed with apt when missing and run as root.
@@ -12,8 +16,8 @@ scripts/reliability.sh --install
 if [ -z "${DATABASE_URL:-}" ]; then
   pg_start
 fi
-if ! command -v kubectl >/dev/null 2>&1; then
-  echo "test.sh: kubectl is not on PATH; the end-to-end tests need it (see README, 'Testing')" >&2
+if [ -z "${CONTROL_PLANE_KUBECONFIG:-}" ]; then
+  cp_start
 fi
 
 cargo build --workspace --bins

@@ -274,6 +274,7 @@ async fn run(args: RunArgs) -> ExitCode {
                 .clone()
                 .unwrap_or_else(|| "default".to_owned())
         }),
+        leader_timing: controller::leader::Timing::default(),
     };
     tracing::info!(
         namespaces = ?settings.namespaces,

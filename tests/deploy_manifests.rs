@@ -15,6 +15,7 @@ use std::process::Command;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Container, Namespace, Secret, Service, ServiceAccount};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -58,11 +59,13 @@ const CLUSTER_GRANTS: &[Grant] = &[
     },
     // get: read connectionString and ca.crt from the referenced Secret
     // list, watch: Controller::watches(Api::<Secret>) so a rotated password triggers a reconcile
+    // patch: add and remove drop.brighter.dev/<uid> on the Secret a Drop BoxTable needs
+    // (a metadata-only merge patch of metadata.finalizers), so deleting the namespace waits
     Grant {
         group: "",
         resource: "secrets",
         names: &[],
-        verbs: &["get", "list", "watch"],
+        verbs: &["get", "list", "watch", "patch"],
     },
     // create: the events Recorder publishes an events.k8s.io/v1 Event on each transition
     // patch: the Recorder bumps the series count of an Event it already published
@@ -286,6 +289,9 @@ fn every_rendered_object_matches_its_kubernetes_schema_exactly() {
         let name = object["metadata"]["name"].as_str().unwrap_or_default();
         let found = match (api_version, kind) {
             ("apps/v1", "Deployment") => schema_differences::<Deployment>(object),
+            ("policy/v1", "PodDisruptionBudget") => {
+                schema_differences::<PodDisruptionBudget>(object)
+            }
             ("v1", "ServiceAccount") => schema_differences::<ServiceAccount>(object),
             ("v1", "Service") => schema_differences::<Service>(object),
             ("v1", "Namespace") => schema_differences::<Namespace>(object),
@@ -318,6 +324,7 @@ fn every_rendered_object_matches_its_kubernetes_schema_exactly() {
         "CustomResourceDefinition",
         "Deployment",
         "Namespace",
+        "PodDisruptionBudget",
         "Role",
         "RoleBinding",
         "Service",
@@ -484,14 +491,18 @@ fn the_deployment_passes_pod_name_and_namespace_from_the_downward_api() {
 }
 
 #[test]
-fn the_deployment_runs_one_leader_elected_replica_that_can_roll_back_on_shutdown() {
+fn the_deployment_runs_two_leader_elected_replicas_that_roll_one_at_a_time() {
     let deployment: Deployment = only(&deploy());
     let spec = deployment.spec.as_ref().expect("deployment spec");
-    assert_eq!(spec.replicas, Some(1));
+    assert_eq!(spec.replicas, Some(2), "a leader and a ready standby");
+    let strategy = spec.strategy.as_ref().expect("a strategy");
+    assert_eq!(strategy.type_.as_deref(), Some("RollingUpdate"));
+    let rolling = strategy.rolling_update.as_ref().expect("rollingUpdate");
+    assert_eq!(rolling.max_surge, Some(IntOrString::Int(1)));
     assert_eq!(
-        spec.strategy.as_ref().and_then(|s| s.type_.as_deref()),
-        Some("Recreate"),
-        "the old pod stops before the new one starts"
+        rolling.max_unavailable,
+        Some(IntOrString::Int(0)),
+        "a new pod is ready before an old one stops"
     );
     let pod = spec.template.spec.as_ref().expect("pod spec");
     assert!(
@@ -516,15 +527,95 @@ fn the_deployment_runs_one_leader_elected_replica_that_can_roll_back_on_shutdown
     );
 }
 
+/// The ClusterRole named `name`.
+fn cluster_role(objects: &[Json], name: &str) -> ClusterRole {
+    all::<ClusterRole>(objects)
+        .into_iter()
+        .find(|role| role.metadata.name.as_deref() == Some(name))
+        .unwrap_or_else(|| panic!("no ClusterRole {name}"))
+}
+
+#[test]
+fn a_disruption_budget_keeps_all_but_one_operator_pod_through_drains() {
+    let objects = deploy();
+    let deployment: Deployment = only(&objects);
+    let budget: PodDisruptionBudget = only(&objects);
+    let spec = budget.spec.expect("pdb spec");
+    assert_eq!(spec.max_unavailable, Some(IntOrString::Int(1)));
+    assert_eq!(spec.min_available, None);
+    let pods = deployment
+        .spec
+        .expect("deployment spec")
+        .selector
+        .match_labels;
+    assert_eq!(
+        spec.selector.and_then(|s| s.match_labels),
+        pods,
+        "the budget covers the operator's pods"
+    );
+}
+
 #[test]
 fn the_cluster_role_grants_exactly_the_calls_the_operator_makes() {
-    let role: ClusterRole = only(&deploy());
-    assert_eq!(role.metadata.name.as_deref(), Some(OPERATOR));
+    let role = cluster_role(&deploy(), OPERATOR);
     assert!(role.aggregation_rule.is_none());
     assert_grants(
         "ClusterRole",
         role.rules.as_deref().unwrap_or_default(),
         CLUSTER_GRANTS,
+    );
+}
+
+#[test]
+fn boxtables_aggregate_into_the_built_in_admin_edit_and_view_roles() {
+    let objects = deploy();
+    let edit = cluster_role(&objects, "boxtable-operator-edit");
+    let view = cluster_role(&objects, "boxtable-operator-view");
+    let labels = |role: &ClusterRole| role.metadata.labels.clone().unwrap_or_default();
+    for to in ["admin", "edit"] {
+        assert_eq!(
+            labels(&edit)
+                .get(&format!("rbac.authorization.k8s.io/aggregate-to-{to}"))
+                .map(String::as_str),
+            Some("true")
+        );
+    }
+    assert_eq!(
+        labels(&view)
+            .get("rbac.authorization.k8s.io/aggregate-to-view")
+            .map(String::as_str),
+        Some("true")
+    );
+    let grants = |role: &ClusterRole| expand_rules(role.rules.as_deref().unwrap_or_default());
+    let all_verbs = [
+        "get",
+        "list",
+        "watch",
+        "create",
+        "update",
+        "patch",
+        "delete",
+        "deletecollection",
+    ];
+    for verb in all_verbs {
+        assert!(
+            grants(&edit)
+                .iter()
+                .any(|g| g.1 == "boxtables" && g.3 == verb),
+            "edit lacks {verb}"
+        );
+    }
+    assert!(
+        grants(&view)
+            .iter()
+            .all(|g| ["get", "list", "watch"].contains(&g.3.as_str())),
+        "view may write"
+    );
+    // Nothing binds them: they reach users only through the built-in roles.
+    assert!(
+        all::<ClusterRoleBinding>(&objects)
+            .iter()
+            .all(|b| !b.role_ref.name.starts_with("boxtable-operator-"))
     );
 }
 
@@ -574,7 +665,7 @@ fn the_bindings_give_the_roles_to_the_operator_service_account() {
     );
 
     let cluster_binding: ClusterRoleBinding = only(&objects);
-    let cluster_role: ClusterRole = only(&objects);
+    let cluster_role = cluster_role(&objects, OPERATOR);
     assert_eq!(cluster_binding.role_ref.kind, "ClusterRole");
     assert_eq!(
         Some(&cluster_binding.role_ref.name),

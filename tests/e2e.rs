@@ -7,7 +7,7 @@ mod e2e_support;
 use std::time::Duration;
 
 use boxtable_localapi::Fault;
-use e2e_support::{Cluster, connect, find_kubectl};
+use e2e_support::{Cluster, connect, control_plane_support, find_kubectl};
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -91,6 +91,14 @@ fn a_missing_kubectl_fails_with_instructions_instead_of_skipping() {
     let message = find_kubectl(empty.path().to_str().unwrap()).unwrap_err();
     assert!(message.contains("kubectl is not on PATH"), "{message}");
     assert!(message.contains("Install it"), "{message}");
+}
+
+#[test]
+fn a_missing_control_plane_fails_with_instructions_instead_of_skipping() {
+    let message = control_plane_support::find(|_| None).unwrap_err();
+    assert!(message.contains("is not set"), "{message}");
+    assert!(message.contains("scripts/test.sh"), "{message}");
+    assert!(message.contains("cp_start"), "{message}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -335,7 +343,9 @@ async fn a_sigkilled_operator_leaves_no_partial_table_or_lock_and_a_restart_conv
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_operator_converges_through_api_server_errors_conflicts_and_dropped_watches() {
-    let cluster = Cluster::start().await;
+    // Fault injection runs on the local API server until a fault-injecting proxy in front of
+    // the real one replaces it.
+    let cluster = Cluster::start_local().await;
     cluster.secret("faults", "db").await;
     cluster
         .api

@@ -13,6 +13,7 @@ pub mod leader;
 mod pass;
 pub mod reconcile;
 pub mod schedule;
+mod secret_guard;
 pub mod secrets;
 
 use std::sync::Arc;
@@ -55,20 +56,30 @@ pub struct Settings {
     pub instance: String,
     /// The namespace holding the leader-election Lease; `None` disables leader election.
     pub leader_election_namespace: Option<String>,
+    /// Lease duration, renew deadline and retry period of the leader election.
+    pub leader_timing: leader::Timing,
 }
 
-/// Why the controller stopped.
+/// Why the controller stopped before shutdown was asked for.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
-    /// Leader election failed.
-    #[error("leader election failed")]
-    Leader(#[source] leader::LeaderError),
+    /// Another replica holds the Lease now.
+    #[error("leadership lost: {holder} holds the lease")]
+    TakenOver {
+        /// The new holder.
+        holder: String,
+    },
+    /// No renewal succeeded within the renew deadline.
+    #[error("leadership given up: the lease was not renewed within the renew deadline")]
+    NotRenewed(#[source] Option<leader::LeaderError>),
 }
 
-/// Runs the controller until `shutdown` fires (SIGTERM) or leadership is lost.
+/// Runs the controller until `shutdown` fires (SIGTERM) or leadership is lost. With leader
+/// election, a standby waits for the Lease and reports ready while it can read it; the leader
+/// reports ready once its BoxTable cache has synced.
 ///
 /// # Errors
-/// [`RunError`] when leader election fails.
+/// [`RunError`] when leadership was lost (the process should exit and rejoin as a standby).
 ///
 /// # Cancel safety
 /// On `shutdown`, lock waits are abandoned and running migrations are cancelled on the server,
@@ -81,28 +92,45 @@ pub async fn run(
     shutdown: CancellationToken,
 ) -> Result<(), RunError> {
     let lost_leadership = CancellationToken::new();
+    let ended = Arc::new(std::sync::Mutex::new(None));
     if let Some(ns) = &settings.leader_election_namespace {
         let elector = leader::LeaderElector::new(
             Api::<Lease>::namespaced(client.clone(), ns),
             CONTROLLER_NAME,
             &settings.instance,
-        );
+        )
+        .with_timing(settings.leader_timing);
         tracing::info!(lease = CONTROLLER_NAME, namespace = %ns, identity = %settings.instance, "waiting for leadership");
-        if !elector.acquire(&shutdown).await.map_err(RunError::Leader)? {
+        if !elector
+            .acquire(
+                &shutdown,
+                standby_readiness(&readiness, settings.leader_timing),
+            )
+            .await
+        {
             return Ok(());
         }
+        // Ready again once the BoxTable cache has synced.
+        readiness.set_not_ready();
         tracing::info!(identity = %settings.instance, "became leader");
         let lost = lost_leadership.clone();
         let stop = shutdown.clone();
+        let ended = ended.clone();
         tokio::spawn(async move {
-            match elector.keep(&stop).await {
-                Ok(()) if stop.is_cancelled() => {}
-                Ok(()) => tracing::error!("leadership lost; stopping"),
-                Err(error) => {
-                    tracing::error!(error = %crate::report::chain(&error), "leader election failed; stopping")
+            let error = match elector.keep(&stop).await {
+                leader::Ended::Shutdown => None,
+                leader::Ended::TakenOver { holder } => Some(RunError::TakenOver { holder }),
+                leader::Ended::RenewDeadlinePassed { last_error } => {
+                    Some(RunError::NotRenewed(last_error))
                 }
+            };
+            if let Some(error) = error {
+                tracing::error!(error = %crate::report::chain(&error), "stopping");
+                if let Ok(mut ended) = ended.lock() {
+                    *ended = Some(error);
+                }
+                lost.cancel();
             }
-            lost.cancel();
         });
     }
     let stop = CancellationToken::new();
@@ -208,5 +236,23 @@ pub async fn run(
     }
     futures::future::join_all(controllers).await;
     tracing::info!("controller stopped");
-    Ok(())
+    match ended.lock().ok().and_then(|mut e| e.take()) {
+        Some(error) => Err(error),
+        None => Ok(()),
+    }
+}
+
+/// A standby's readiness: ready while its Lease rounds get answers; not ready once none has been
+/// answered for a whole lease duration (a single failed round does not flip it).
+fn standby_readiness(readiness: &Readiness, timing: leader::Timing) -> impl FnMut(bool) + use<> {
+    let readiness = readiness.clone();
+    let mut last_answer: Option<std::time::Instant> = None;
+    move |answered| {
+        if answered {
+            last_answer = Some(std::time::Instant::now());
+            readiness.set_ready();
+        } else if last_answer.is_none_or(|t| t.elapsed() >= timing.lease_duration) {
+            readiness.set_not_ready();
+        }
+    }
 }

@@ -56,7 +56,7 @@ impl<'a> Pass<'a> {
         if self
             .written
             .as_ref()
-            .is_some_and(|current| status::same_ignoring_timestamps(current, &desired))
+            .is_some_and(|current| status::up_to_date(current, &desired))
         {
             return Ok(());
         }

@@ -81,6 +81,9 @@ pub enum ReconcileError {
     /// Removing the finalizer failed; the next pass tries again.
     #[error("removing finalizer {FINALIZER} failed")]
     RemoveFinalizer(#[source] kube::Error),
+    /// Releasing the Secret after a deletion failed; the next pass tries again.
+    #[error("releasing the connection secret failed")]
+    ReleaseSecret(#[source] super::secret_guard::GuardError),
 }
 
 /// Reconciles one BoxTable: `apply` while it lives (the finalizer added first), `cleanup` once it
@@ -114,13 +117,18 @@ pub async fn reconcile(bt: Arc<BoxTable>, ctx: Arc<Context>) -> Result<Action, R
         }
         match cleanup(&bt, &ctx, &api).await {
             Ok(Cleanup::Keep(action)) => Ok(action),
-            Ok(Cleanup::Release) => match finalizer::remove(&api, &bt).await {
-                Ok(()) => {
-                    ctx.schedule.released(&uid);
-                    ctx.backoff.on_success(&uid);
-                    Ok(Action::await_change())
-                }
-                Err(error) => Err(ReconcileError::RemoveFinalizer(error)),
+            // The deletion is finished: let go of the Secret first (a failure keeps the
+            // finalizer, so the release is retried), then of the object.
+            Ok(Cleanup::Release) => match super::secret_guard::sync(&ctx, &bt, false).await {
+                Err(error) => Err(ReconcileError::ReleaseSecret(error)),
+                Ok(()) => match finalizer::remove(&api, &bt).await {
+                    Ok(()) => {
+                        ctx.schedule.released(&uid);
+                        ctx.backoff.on_success(&uid);
+                        Ok(Action::await_change())
+                    }
+                    Err(error) => Err(ReconcileError::RemoveFinalizer(error)),
+                },
             },
             Err(error) => Err(error),
         }
@@ -225,6 +233,16 @@ async fn apply(
             None => return Err(ReconcileError::ReadSecret(error)),
         },
     };
+    if super::secret_guard::out_of_date(bt, &secret)
+        && let Err(error) = super::secret_guard::sync(
+            ctx,
+            bt,
+            bt.spec.deletion_policy == crate::crd::DeletionPolicy::Drop,
+        )
+        .await
+    {
+        tracing::warn!(error = %chain(&error), "keeping the connection secret for a later drop failed");
+    }
     let app = application_name(&pass.namespace, &pass.name);
     let target = target(&secret, &app);
     if bt.spec.suspend {

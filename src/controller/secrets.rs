@@ -14,6 +14,10 @@ pub struct DatabaseSecret {
     pub ca_pem: Option<Vec<u8>>,
     /// The Secret's resourceVersion, so a rotation is visible.
     pub resource_version: Option<String>,
+    /// The Secret's finalizers.
+    pub finalizers: Vec<String>,
+    /// Whether the Secret is being deleted (it stays readable while a finalizer holds it).
+    pub deleting: bool,
 }
 
 /// Why the connection string could not be read.
@@ -105,6 +109,8 @@ pub async fn read(
         connection_string: connection_string.trim().to_owned(),
         ca_pem: lookup(&secret, CA_KEY),
         resource_version: secret.metadata.resource_version.clone(),
+        finalizers: secret.metadata.finalizers.clone().unwrap_or_default(),
+        deleting: secret.metadata.deletion_timestamp.is_some(),
     })
 }
 

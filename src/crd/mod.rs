@@ -34,6 +34,11 @@ pub const FINALIZER: &str = "brighter.dev/cleanup";
 /// (`schema.table`, as `status.table` shows it). Needed when the table holds rows or was adopted
 /// rather than created by the BoxTable.
 pub const CONFIRM_DROP_ANNOTATION: &str = "brighter.dev/confirm-drop";
+/// The prefix of the finalizer the operator keeps on a Secret for each `deletionPolicy: Drop`
+/// BoxTable that needs it to reach its database (`drop.brighter.dev/<BoxTable uid>`): deleting
+/// the namespace (or the Secret) then waits for every drop instead of taking the connection
+/// string away first.
+pub const SECRET_FINALIZER_PREFIX: &str = "drop.brighter.dev/";
 /// The server-side-apply field manager for every write the operator makes.
 pub const FIELD_MANAGER: &str = "boxtable-operator";
 
@@ -95,6 +100,7 @@ pub const INBOX_LATEST_VERSION: u32 = 2;
     )
 )]
 #[serde(rename_all = "camelCase")]
+#[schemars(transform = kubernetes_integer_formats)]
 #[schemars(extend("x-kubernetes-validations" = [
     {
         "rule": "has(self.table) == has(oldSelf.table)",
@@ -250,14 +256,23 @@ pub struct DatabaseSpec {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SecretKeyRef {
-    /// The Secret's name.
-    #[schemars(length(min = 1, max = 253))]
+    /// The Secret's name (a DNS subdomain, as every Secret name is).
+    #[schemars(regex(pattern = SECRET_NAME_PATTERN), length(min = 1, max = 253))]
     pub name: String,
-    /// The key holding a URL, libpq keyword or Npgsql connection string.
+    /// The key holding a URL, libpq keyword or Npgsql connection string (letters, digits, `-`,
+    /// `_` and `.`, as every Secret key is).
     #[serde(default = "default_secret_key")]
-    #[schemars(length(min = 1, max = 253))]
+    #[schemars(regex(pattern = SECRET_KEY_PATTERN), length(min = 1, max = 253))]
     pub key: String,
 }
+
+/// What a Secret's name may be: an RFC 1123 DNS subdomain (lowercase alphanumerics, `-` and `.`).
+pub const SECRET_NAME_PATTERN: &str =
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
+/// What a key in a Secret's data may be.
+pub const SECRET_KEY_PATTERN: &str = r"^[-._a-zA-Z0-9]+$";
+/// The longest duration text the schema accepts (four units of nine digits).
+pub const MAX_DURATION_TEXT: u32 = 64;
 
 /// The Secret key read when none is given.
 pub const DEFAULT_SECRET_KEY: &str = "connectionString";
@@ -273,7 +288,15 @@ pub struct LockSpec {
     /// How long to wait for Brighter's advisory lock, like `30s` or `1m30s` (at most 1h); `0s`
     /// means one attempt.
     #[serde(default = "default_lock_timeout")]
-    #[schemars(regex(pattern = DURATION_PATTERN))]
+    #[schemars(
+        regex(pattern = DURATION_PATTERN),
+        length(max = MAX_DURATION_TEXT),
+        extend("x-kubernetes-validations" = [{
+            "rule": "duration(self) <= duration('1h')",
+            "message": "lock.timeout must be at most 1h",
+            "messageExpression": "'duration \"' + self + '\" is longer than the maximum of 1h'"
+        }])
+    )]
     pub timeout: String,
 }
 
@@ -298,12 +321,40 @@ impl Default for LockSpec {
 pub struct DdlSpec {
     /// `lock_timeout` for the DDL statements, like `5s` (at most 24h).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(regex(pattern = DURATION_PATTERN))]
+    #[schemars(
+        regex(pattern = DURATION_PATTERN),
+        length(max = MAX_DURATION_TEXT),
+        extend("x-kubernetes-validations" = [{
+            "rule": "duration(self) <= duration('24h')",
+            "message": "ddl.lockTimeout must be at most 24h",
+            "messageExpression": "'duration \"' + self + '\" is longer than the maximum of 24h'"
+        }])
+    )]
     pub lock_timeout: Option<String>,
     /// `statement_timeout` for the DDL statements, like `60s` (at most 24h).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(regex(pattern = DURATION_PATTERN))]
+    #[schemars(
+        regex(pattern = DURATION_PATTERN),
+        length(max = MAX_DURATION_TEXT),
+        extend("x-kubernetes-validations" = [{
+            "rule": "duration(self) <= duration('24h')",
+            "message": "ddl.statementTimeout must be at most 24h",
+            "messageExpression": "'duration \"' + self + '\" is longer than the maximum of 24h'"
+        }])
+    )]
     pub statement_timeout: Option<String>,
+}
+
+/// Replaces the `uint32`/`uint64` formats schemars gives unsigned fields, which kube-apiserver
+/// does not know (it warns about them when the CRD is applied), with `int64`; `minimum: 0` stays,
+/// so the schema still refuses negative values.
+fn kubernetes_integer_formats(schema: &mut schemars::Schema) {
+    if let Some(format) = schema.get("format").and_then(|f| f.as_str())
+        && (format == "uint32" || format == "uint64")
+    {
+        schema.insert("format".to_owned(), "int64".into());
+    }
+    schemars::transform::transform_subschemas(&mut kubernetes_integer_formats, schema);
 }
 
 /// Why the CRD could not be rendered as YAML.

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 /// Observed state of a BoxTable. Written only by the operator, and only when it changes.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(transform = super::kubernetes_integer_formats)]
 pub struct BoxTableStatus {
     /// The `metadata.generation` this status describes; -1 until the operator first reports.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -37,6 +38,7 @@ pub struct BoxTableStatus {
 /// Brighter's advisory lock for this table, as the operator last saw it.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(transform = super::kubernetes_integer_formats)]
 pub struct LockStatus {
     /// The lockKey text (`BrighterMigration_<schema>.<table>`).
     pub lock_key: String,
@@ -71,6 +73,7 @@ pub struct LockStatus {
 /// The `pg_locks` columns that identify an advisory lock taken with one bigint key.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(transform = super::kubernetes_integer_formats)]
 pub struct PgLocks {
     /// The key's high 32 bits, unsigned.
     pub classid: u32,
@@ -115,6 +118,7 @@ pub struct LockHolder {
 /// The last completed migration run.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(transform = super::kubernetes_integer_formats)]
 pub struct LastRun {
     /// The path the run took.
     pub path: RunPathName,

@@ -198,6 +198,17 @@ pub fn same_ignoring_timestamps(a: &BoxTableStatus, b: &BoxTableStatus) -> bool 
     without_timestamps(a) == without_timestamps(b)
 }
 
+/// Whether the live status already says what `desired` says, looking only at what the operator
+/// writes. `conditions` is a list map keyed by `type`: server-side apply merges the operator's
+/// three conditions into it and keeps conditions other field managers own, so those are left out
+/// of the comparison (counting them would make every pass write the status again).
+pub fn up_to_date(live: &BoxTableStatus, desired: &BoxTableStatus) -> bool {
+    let mut ours = live.clone();
+    ours.conditions
+        .retain(|c| [READY, RECONCILING, STALLED].contains(&c.type_.as_str()));
+    same_ignoring_timestamps(&ours, desired)
+}
+
 fn without_timestamps(status: &BoxTableStatus) -> BoxTableStatus {
     let epoch = Time(Timestamp::UNIX_EPOCH);
     let mut out = status.clone();

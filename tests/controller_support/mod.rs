@@ -1,7 +1,9 @@
-//! The controller under test: a local Kubernetes API server with the BoxTable CRD, a fresh
-//! PostgreSQL database with its connection Secret, and `controller::run` in a tokio task, plus
-//! helpers to apply BoxTables, wait for their status (polling the API with a deadline), read
-//! events, metrics and captured logs, and look into the database.
+//! The controller under test: the real control plane (kube-apiserver with `deploy/` installed, see
+//! `tests/control_plane_support`) with a namespace of the test's own, a fresh PostgreSQL database
+//! with its connection Secret, and `controller::run` in a tokio task authenticated as the
+//! operator's ServiceAccount, plus helpers (acting as the admin) to apply BoxTables, wait for
+//! their status (polling the API with a deadline), read events, metrics and captured logs, and
+//! look into the database.
 #![allow(dead_code)]
 // Fixtures fail the test at once on any setup error, as test bodies do.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -10,7 +12,6 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use boxtable_localapi::{LocalApi, LocalApiHandle};
 use boxtable_operator::controller::{self, RunError, Settings};
 use boxtable_operator::crd::{BoxKind, BoxTable, BoxTableSpec, BoxTableStatus, DeletionPolicy};
 use boxtable_operator::ident::QualifiedName;
@@ -19,18 +20,22 @@ use boxtable_operator::telemetry::{Metrics, Readiness};
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::Client;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
 };
-use kube::{Client, Config};
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::support::{self, TestDb};
 
-/// The namespace every test works in (the controller watches only it).
-pub const NAMESPACE: &str = "shop";
+#[path = "../control_plane_support/mod.rs"]
+pub mod control_plane_support;
+use control_plane_support::{ControlPlane, OperatorToken, control_plane};
+
+/// The prefix of each test's namespace (the controller watches only that one).
+pub const NAMESPACE: &str = "ctl";
 /// The Secret holding the test database's connection string.
 pub const SECRET: &str = "shop-db";
 /// The drift-check interval: short, so that "the next resync" comes quickly.
@@ -112,6 +117,21 @@ impl BoxTableBuilder {
 pub struct HarnessBuilder {
     secret: Option<String>,
     resync: Duration,
+    local: bool,
+}
+
+/// Injects API faults in front of the controller: errors, latency, dropped watches. Only the
+/// local API server can do that until a fault-injecting proxy in front of the real one lands.
+pub struct Faults(Option<boxtable_localapi::LocalApiHandle>);
+
+impl std::ops::Deref for Faults {
+    type Target = boxtable_localapi::LocalApiHandle;
+
+    fn deref(&self) -> &Self::Target {
+        self.0
+            .as_ref()
+            .expect("fault injection needs Harness::builder().local_api()")
+    }
 }
 
 /// Log lines written by the operator while the harness runs (see [`Harness::logs`]).
@@ -137,10 +157,20 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for CapturedLogs {
     }
 }
 
-/// A running controller against the local API server and a fresh database.
+/// A running controller against the real API server and a fresh database.
 pub struct Harness {
-    pub api: LocalApiHandle,
+    /// The control plane, `None` on the local API server ([`HarnessBuilder::local_api`]).
+    pub plane: Option<&'static ControlPlane>,
+    /// Fault injection, only on the local API server for now.
+    pub api: Faults,
+    /// This test's namespace.
+    pub namespace: String,
+    /// The admin: what the test does as a user.
     pub client: Client,
+    /// The operator's ServiceAccount, which the controller runs as.
+    pub operator_client: Client,
+    /// The operator's token; every request made with it must be allowed by `deploy/rbac.yaml`.
+    pub token: Option<OperatorToken>,
     pub db: TestDb,
     pub metrics: Arc<Metrics>,
     pub readiness: Readiness,
@@ -161,6 +191,7 @@ impl Harness {
         HarnessBuilder {
             secret: Some(String::new()),
             resync: RESYNC,
+            local: false,
         }
     }
 }
@@ -175,6 +206,12 @@ impl HarnessBuilder {
     /// Put `value` in the Secret instead of the test database's URL.
     pub fn connection_string(mut self, value: &str) -> Self {
         self.secret = Some(value.to_owned());
+        self
+    }
+
+    /// Run on the local API server (which can inject faults) instead of the real control plane.
+    pub fn local_api(mut self) -> Self {
+        self.local = true;
         self
     }
 
@@ -196,15 +233,34 @@ impl HarnessBuilder {
             .finish();
         let log_guard = tracing::subscriber::set_default(subscriber);
 
-        let api = LocalApi::builder()
-            .crd_file(concat!(env!("CARGO_MANIFEST_DIR"), "/crds/boxtable.yaml"))
-            .namespace(NAMESPACE)
-            .bookmark_interval(Duration::from_millis(500))
-            .start()
-            .await
-            .unwrap();
-        let config = Config::new(api.url().parse().unwrap());
-        let client = Client::try_from(config).unwrap();
+        let (plane, api, namespace, client, token, operator_client) = if self.local {
+            let api = boxtable_localapi::LocalApi::builder()
+                .crd_file(concat!(env!("CARGO_MANIFEST_DIR"), "/crds/boxtable.yaml"))
+                .namespace(NAMESPACE)
+                .bookmark_interval(Duration::from_millis(500))
+                .start()
+                .await
+                .unwrap();
+            let config = kube::Config::new(api.url().parse().unwrap());
+            let client = Client::try_from(config).unwrap();
+            let operator_client = client.clone();
+            let ns = NAMESPACE.to_owned();
+            (None, Faults(Some(api)), ns, client, None, operator_client)
+        } else {
+            let plane = control_plane();
+            let namespace = plane.create_namespace(NAMESPACE);
+            let client = plane.admin_client().await;
+            let token = plane.operator_token();
+            let operator_client = plane.client_for_token(&token).await;
+            (
+                Some(plane),
+                Faults(None),
+                namespace,
+                client,
+                Some(token),
+                operator_client,
+            )
+        };
         let db = support::fresh_db().await;
         db.connect()
             .await
@@ -215,15 +271,20 @@ impl HarnessBuilder {
         let readiness = Readiness::new();
         let shutdown = CancellationToken::new();
         let controller = spawn_controller(
-            &client,
+            &operator_client,
+            &namespace,
             self.resync,
             metrics.clone(),
             readiness.clone(),
             shutdown.clone(),
         );
         let harness = Harness {
+            plane,
             api,
+            namespace,
             client,
+            operator_client,
+            token,
             db,
             metrics,
             readiness,
@@ -244,18 +305,20 @@ impl HarnessBuilder {
 
 fn spawn_controller(
     client: &Client,
+    namespace: &str,
     resync: Duration,
     metrics: Arc<Metrics>,
     readiness: Readiness,
     shutdown: CancellationToken,
 ) -> JoinHandle<Result<(), RunError>> {
     let settings = Settings {
-        namespaces: vec![NAMESPACE.to_owned()],
+        namespaces: vec![namespace.to_owned()],
         concurrency: 4,
         resync,
         retry_base: std::time::Duration::from_millis(500),
         instance: "controller-test".to_owned(),
         leader_election_namespace: None,
+        leader_timing: Default::default(),
     };
     tokio::spawn(controller::run(
         client.clone(),
@@ -297,7 +360,7 @@ pub fn is_stalled_with(bt: &BoxTable, reason_name: &str) -> bool {
 
 impl Harness {
     pub fn boxtables(&self) -> Api<BoxTable> {
-        Api::namespaced(self.client.clone(), NAMESPACE)
+        Api::namespaced(self.client.clone(), &self.namespace)
     }
 
     /// Creates the Secret with the test database's URL.
@@ -311,11 +374,11 @@ impl Harness {
         let secret: Secret = serde_json::from_value(json!({
             "apiVersion": "v1",
             "kind": "Secret",
-            "metadata": {"name": SECRET, "namespace": NAMESPACE},
+            "metadata": {"name": SECRET, "namespace": self.namespace},
             "stringData": {"connectionString": value},
         }))
         .unwrap();
-        Api::<Secret>::namespaced(self.client.clone(), NAMESPACE)
+        Api::<Secret>::namespaced(self.client.clone(), &self.namespace)
             .create(&PostParams::default(), &secret)
             .await
             .unwrap();
@@ -323,8 +386,10 @@ impl Harness {
 
     /// Creates the BoxTable.
     pub async fn apply(&self, builder: BoxTableBuilder) -> BoxTable {
+        let mut bt = builder.build();
+        bt.metadata.namespace = Some(self.namespace.clone());
         self.boxtables()
-            .create(&PostParams::default(), &builder.build())
+            .create(&PostParams::default(), &bt)
             .await
             .unwrap()
     }
@@ -362,7 +427,7 @@ impl Harness {
     pub async fn raw(&self, name: &str) -> Value {
         let resource = ApiResource::erase::<BoxTable>(&());
         let api: Api<DynamicObject> =
-            Api::namespaced_with(self.client.clone(), NAMESPACE, &resource);
+            Api::namespaced_with(self.client.clone(), &self.namespace, &resource);
         serde_json::to_value(api.get(name).await.unwrap()).unwrap()
     }
 
@@ -414,7 +479,7 @@ impl Harness {
 
     /// Events (events.k8s.io/v1) about the BoxTable `name`.
     pub async fn events(&self, name: &str) -> Vec<Event> {
-        Api::<Event>::namespaced(self.client.clone(), NAMESPACE)
+        Api::<Event>::namespaced(self.client.clone(), &self.namespace)
             .list(&ListParams::default())
             .await
             .unwrap()
@@ -468,7 +533,8 @@ impl Harness {
         assert!(self.controller.is_none(), "stop the controller first");
         self.shutdown = CancellationToken::new();
         self.controller = Some(spawn_controller(
-            &self.client,
+            &self.operator_client,
+            &self.namespace,
             self.resync,
             self.metrics.clone(),
             Readiness::new(),
@@ -476,9 +542,37 @@ impl Harness {
         ));
     }
 
-    /// Requests the API server has answered so far (all clients).
+    /// Requests the operator has made so far, counted in the API server's audit log (on the
+    /// local API server: every request it answered).
     pub fn api_requests(&self) -> u64 {
-        self.api.request_count()
+        match (self.plane, &self.token) {
+            (Some(plane), Some(token)) => plane
+                .audit_events()
+                .iter()
+                .filter(|e| token.made(e))
+                .count() as u64,
+            _ => self.api.request_count(),
+        }
+    }
+
+    /// Status writes (`patch` of `boxtables/status`) the controller made to `name`, counted in
+    /// the API server's audit log.
+    pub fn status_writes(&self, name: &str) -> usize {
+        let (Some(plane), Some(token)) = (self.plane, &self.token) else {
+            panic!("status writes are counted in the real API server's audit log");
+        };
+        plane
+            .audit_events()
+            .iter()
+            .filter(|e| {
+                token.made(e)
+                    && e["verb"] == "patch"
+                    && e["objectRef"]["resource"] == "boxtables"
+                    && e["objectRef"]["subresource"] == "status"
+                    && e["objectRef"]["namespace"] == self.namespace.as_str()
+                    && e["objectRef"]["name"] == name
+            })
+            .count()
     }
 
     /// Creates another Secret `name` holding the test database's URL.
@@ -486,19 +580,29 @@ impl Harness {
         let secret: Secret = serde_json::from_value(json!({
             "apiVersion": "v1",
             "kind": "Secret",
-            "metadata": {"name": name, "namespace": NAMESPACE},
+            "metadata": {"name": name, "namespace": self.namespace},
             "stringData": {"connectionString": self.db.url.clone()},
         }))
         .unwrap();
-        Api::<Secret>::namespaced(self.client.clone(), NAMESPACE)
+        Api::<Secret>::namespaced(self.client.clone(), &self.namespace)
             .create(&PostParams::default(), &secret)
             .await
             .unwrap();
     }
 
-    /// Deletes the Secret `name`.
+    /// Deletes the Secret `name` for good: its finalizers (the operator keeps one for each Drop
+    /// BoxTable that needs it) are removed first, as someone forcing the deletion would.
     pub async fn delete_secret(&self, name: &str) {
-        Api::<Secret>::namespaced(self.client.clone(), NAMESPACE)
+        let secrets = Api::<Secret>::namespaced(self.client.clone(), &self.namespace);
+        secrets
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+            )
+            .await
+            .unwrap();
+        secrets
             .delete(name, &DeleteParams::default())
             .await
             .unwrap();
@@ -596,9 +700,13 @@ impl Harness {
 }
 
 impl Drop for Harness {
-    /// A test that ends early (or fails) still stops its controller.
+    /// A test that ends early (or fails) still stops its controller; a test whose controller made
+    /// a call that `deploy/rbac.yaml` does not allow fails.
     fn drop(&mut self) {
         self.shutdown.cancel();
+        if let (Some(plane), Some(token)) = (self.plane, &self.token) {
+            control_plane_support::assert_no_forbidden_requests(plane, token);
+        }
     }
 }
 

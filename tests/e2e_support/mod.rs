@@ -1,16 +1,29 @@
-//! End-to-end fixtures: the local API server, the real `boxtable-operator` binary as a child
-//! process, the real `kubectl`, and a fresh PostgreSQL database.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! End-to-end fixtures: the real control plane (kube-apiserver, etcd, kube-controller-manager,
+//! see `tests/control_plane_support`), the real `boxtable-operator` binary as a child process
+//! running as its ServiceAccount, the real `kubectl` as the admin, and a fresh PostgreSQL database.
+//! The local API server remains only for the fault-injection test, until a fault-injecting proxy
+//! in front of the real server replaces it.
+#![allow(
+    dead_code,
+    unused_imports,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic
+)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use boxtable_localapi::{LocalApi, LocalApiHandle};
+use boxtable_localapi::{Fault, LocalApi, LocalApiHandle, Stats};
 
 #[path = "../support/mod.rs"]
 mod support;
 pub use support::{TestDb, connect, fresh_db};
+
+#[path = "../control_plane_support/mod.rs"]
+pub mod control_plane_support;
+pub use control_plane_support::{ControlPlane, OperatorToken, control_plane};
 
 /// Finds `kubectl` on `path` (a PATH-style list), or says how to get it.
 pub fn find_kubectl(path: &str) -> Result<PathBuf, String> {
@@ -41,16 +54,45 @@ pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// A local API server with the BoxTable CRD, a kubeconfig for it, and a fresh database.
+/// The real control plane (with `deploy/` installed), an admin kubeconfig for kubectl, a token
+/// of the operator's ServiceAccount for the operator, and a fresh database.
 pub struct Cluster {
-    pub api: LocalApiHandle,
+    /// Fault injection (only with [`Cluster::start_local`] for now).
+    pub api: Faults,
     pub dir: tempfile::TempDir,
+    /// kubectl's kubeconfig: the admin on the real server.
     pub kubeconfig: PathBuf,
+    /// The operator's kubeconfig: its ServiceAccount token on the real server.
+    pub operator_kubeconfig: PathBuf,
     pub db: TestDb,
+    /// The control plane, `None` with the local API server.
+    pub plane: Option<&'static ControlPlane>,
+    /// The operator's token; every request made with it must be allowed by `deploy/rbac.yaml`.
+    pub token: Option<OperatorToken>,
 }
 
 impl Cluster {
+    /// The real control plane. Each test uses namespaces of its own.
     pub async fn start() -> Cluster {
+        let plane = control_plane();
+        let db = fresh_db().await;
+        let dir = tempfile::tempdir().unwrap();
+        let operator_kubeconfig = dir.path().join("operator.kubeconfig");
+        let token = plane.operator_token();
+        plane.write_token_kubeconfig(&operator_kubeconfig, &token.token);
+        Cluster {
+            api: Faults(None),
+            dir,
+            kubeconfig: plane.admin_kubeconfig.clone(),
+            operator_kubeconfig,
+            db,
+            plane: Some(plane),
+            token: Some(token),
+        }
+    }
+
+    /// The local API server with the BoxTable CRD (for fault injection only).
+    pub async fn start_local() -> Cluster {
         let kubectl = kubectl_binary();
         assert!(kubectl.is_file());
         let db = fresh_db().await;
@@ -63,10 +105,13 @@ impl Cluster {
         let kubeconfig = dir.path().join("kubeconfig");
         api.write_kubeconfig(&kubeconfig).unwrap();
         Cluster {
-            api,
+            api: Faults(Some(api)),
             dir,
+            operator_kubeconfig: kubeconfig.clone(),
             kubeconfig,
             db,
+            plane: None,
+            token: None,
         }
     }
 
@@ -78,9 +123,12 @@ impl Cluster {
     /// Runs kubectl with `stdin` piped in.
     pub async fn kubectl_with_stdin(&self, args: &[&str], stdin: Option<String>) -> Output {
         let kubeconfig = self.kubeconfig.clone();
+        let kubectl = self
+            .plane
+            .map_or_else(kubectl_binary, ControlPlane::kubectl_binary);
         let args: Vec<String> = args.iter().map(|s| (*s).to_owned()).collect();
         tokio::task::spawn_blocking(move || {
-            let mut cmd = Command::new(kubectl_binary());
+            let mut cmd = Command::new(kubectl);
             cmd.args(&args)
                 .env("KUBECONFIG", &kubeconfig)
                 .current_dir(root())
@@ -132,7 +180,18 @@ impl Cluster {
 
     /// Creates namespace `ns` and Secret `name` holding this test database's URL.
     pub async fn secret(&self, ns: &str, name: &str) {
-        let _ = self.kubectl(&["create", "namespace", ns]).await;
+        match self.plane {
+            Some(plane) => {
+                let plane = plane.clone();
+                let ns = ns.to_owned();
+                tokio::task::spawn_blocking(move || plane.fresh_namespace(&ns))
+                    .await
+                    .unwrap();
+            }
+            None => {
+                let _ = self.kubectl(&["create", "namespace", ns]).await;
+            }
+        }
         let yaml = format!(
             "apiVersion: v1\nkind: Secret\nmetadata:\n  name: {name}\n  namespace: {ns}\nstringData:\n  connectionString: {:?}\n",
             self.db.url
@@ -167,7 +226,7 @@ impl Cluster {
                 "--instance",
                 name,
             ])
-            .env("KUBECONFIG", &self.kubeconfig)
+            .env("KUBECONFIG", &self.operator_kubeconfig)
             .env("RUST_LOG", "info,boxtable_operator=debug")
             .stdout(Stdio::null())
             .stderr(file)
@@ -189,6 +248,38 @@ impl Cluster {
             }
             assert!(Instant::now() < deadline, "timed out waiting for {what}");
             tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+/// Injects API faults in front of the operator: 500s, 409s, latency, dropped watches.
+pub struct Faults(Option<LocalApiHandle>);
+
+impl Faults {
+    fn server(&self) -> &LocalApiHandle {
+        self.0
+            .as_ref()
+            .expect("fault injection needs Cluster::start_local (the local API server)")
+    }
+
+    pub fn inject(&self, fault: Fault) {
+        self.server().inject(fault);
+    }
+
+    pub fn drop_watches(&self) {
+        self.server().drop_watches();
+    }
+
+    pub fn stats(&self) -> Stats {
+        self.server().stats()
+    }
+}
+
+impl Drop for Cluster {
+    /// A test whose operator made a call that `deploy/rbac.yaml` does not allow fails.
+    fn drop(&mut self) {
+        if let (Some(plane), Some(token)) = (self.plane, &self.token) {
+            control_plane_support::assert_no_forbidden_requests(plane, token);
         }
     }
 }
