@@ -1,5 +1,5 @@
-//! Deleting BoxTables through the controller, in-process against the local API server and a real
-//! PostgreSQL: a Drop destroys only what its BoxTable owns, asks before destroying data, never
+//! Deleting BoxTables through the controller, in-process against the real kube-apiserver (through
+//! a fault-injecting proxy where the test needs slow reads and cut watches) and a real PostgreSQL: a Drop destroys only what its BoxTable owns, asks before destroying data, never
 //! silently becomes a Retain, runs once, and never spins.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -10,7 +10,9 @@ mod support;
 use std::time::Duration;
 
 use boxtable_operator::crd::{BoxTable, FINALIZER, LockState};
+use controller_support::fault_proxy::Rule;
 use controller_support::*;
+use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
 const CONFIRM: &str = "brighter.dev/confirm-drop";
@@ -275,17 +277,98 @@ async fn a_drop_waiting_for_the_lock_shows_the_holder_and_survives_an_operator_s
     assert!(!h.table_exists("public.outbox").await);
 }
 
+/// Where the `duration()` rule of `lock.timeout` sits in the CRD.
+const LOCK_TIMEOUT_RULES: &str = "/spec/versions/0/schema/openAPIV3Schema/properties/spec/\
+    properties/lock/properties/timeout/x-kubernetes-validations";
+
+/// The installed CRD without the rule that caps `lock.timeout` at 1h, as an older release of the
+/// CRD was: objects written meanwhile keep a timeout the current CRD refuses. The rule is put back
+/// when this is dropped (also when the test fails).
+struct OlderCrd {
+    plane: &'static control_plane_support::ControlPlane,
+    rules: serde_json::Value,
+}
+
+impl OlderCrd {
+    fn install(plane: &'static control_plane_support::ControlPlane) -> OlderCrd {
+        let crd: serde_json::Value = serde_json::from_str(
+            &plane
+                .kubectl_admin(
+                    &["get", "crd", "boxtables.brighter.dev", "-o", "json"],
+                    None,
+                )
+                .unwrap(),
+        )
+        .unwrap();
+        let rules = crd.pointer(LOCK_TIMEOUT_RULES).cloned().unwrap();
+        assert!(rules.to_string().contains("duration(self)"), "{rules}");
+        Self::patch(
+            plane,
+            &json!([{"op": "remove", "path": LOCK_TIMEOUT_RULES}]),
+        );
+        OlderCrd { plane, rules }
+    }
+
+    fn patch(plane: &control_plane_support::ControlPlane, patch: &serde_json::Value) {
+        plane
+            .kubectl_admin(
+                &[
+                    "patch",
+                    "crd",
+                    "boxtables.brighter.dev",
+                    "--type=json",
+                    "-p",
+                    &patch.to_string(),
+                ],
+                None,
+            )
+            .unwrap();
+    }
+}
+
+impl Drop for OlderCrd {
+    fn drop(&mut self) {
+        let restore = json!([{"op": "add", "path": LOCK_TIMEOUT_RULES, "value": self.rules}]);
+        Self::patch(self.plane, &restore);
+    }
+}
+
 #[tokio::test]
 async fn a_drop_still_runs_when_the_spec_no_longer_plans() {
-    // The CRD now refuses `lock.timeout: 2h` at apply time; a spec that no longer plans can only
-    // come from objects stored under an older CRD. The local API server does not evaluate the
-    // CRD's duration() rule, so it can still store one.
-    let h = Harness::builder().local_api().start().await;
+    // The CRD refuses `lock.timeout: 2h` at apply time; a spec that no longer plans comes from an
+    // object stored under an older CRD that did not. The real server keeps such an object
+    // writable (validation ratcheting leaves an unchanged field alone), so the finalizer can go.
+    let h = Harness::start().await;
     h.apply(boxtable("orders").drop_policy()).await;
     h.wait_ready("orders").await;
-    // Admitted by the schema, refused by the operator (the wait is capped at 1h).
-    h.patch_spec("orders", json!({"lock": {"timeout": "2h"}}))
-        .await;
+    let older = OlderCrd::install(h.plane);
+    // The API server takes up a CRD change a moment later: try until the old CRD admits 2h.
+    let two_hours = json!({"spec": {"lock": {"timeout": "2h"}}});
+    wait_until("the older CRD to admit lock.timeout: 2h", || async {
+        h.boxtables()
+            .patch("orders", &PatchParams::default(), &Patch::Merge(&two_hours))
+            .await
+            .is_ok()
+    })
+    .await;
+    drop(older);
+    wait_until(
+        "the current CRD to refuse lock.timeout: 2h again",
+        || async {
+            let probe = PatchParams {
+                dry_run: true,
+                ..PatchParams::default()
+            };
+            let longer = json!({"spec": {"lock": {"timeout": "3h"}}});
+            h.boxtables()
+                .patch("orders", &probe, &Patch::Merge(&longer))
+                .await
+                .is_err_and(|e| {
+                    e.to_string().contains("at most 1h") || e.to_string().contains("maximum of 1h")
+                })
+        },
+    )
+    .await;
     h.wait_stalled("orders", "InvalidSpec").await;
 
     h.delete("orders").await;
@@ -333,9 +416,8 @@ async fn a_stuck_drop_makes_one_pass_per_backoff_step_and_says_so_in_its_conditi
 
 #[tokio::test]
 async fn every_drop_runs_exactly_once_even_when_a_pass_is_queued_behind_it_on_a_stale_cache() {
-    // Slow reads and cut watches need fault injection: the local API server, until a
-    // fault-injecting proxy in front of the real one lands.
-    let h = Harness::builder().local_api().start().await;
+    // Slow reads and cut watches come from the fault-injecting proxy in front of the server.
+    let h = Harness::builder().faults().start().await;
     h.apply(boxtable("orders").drop_policy()).await;
     h.wait_ready("orders").await;
     let holder = h.hold_lock("orders-api", "public", "outbox").await;
@@ -348,11 +430,10 @@ async fn every_drop_runs_exactly_once_even_when_a_pass_is_queued_behind_it_on_a_
     // seeing changes for a while (its BoxTable watch is cut and re-watching is slow), so the
     // queued pass will run on the object as it was before the finalizer went.
     h.annotate("orders", "example.com/touched", "yes").await;
-    h.api.inject(
-        boxtable_localapi::Fault::default()
+    let slowed = h.api.add(
+        Rule::stall(Duration::from_secs(3))
             .method("GET")
-            .path_prefix("/apis/brighter.dev")
-            .latency_ms(3000),
+            .path_prefix("/apis/brighter.dev"),
     );
     h.api.drop_watches();
 
@@ -368,7 +449,8 @@ async fn every_drop_runs_exactly_once_even_when_a_pass_is_queued_behind_it_on_a_
             .any(|l| l == "boxtable_reconciles_in_flight 0")
     };
     wait_until("no reconcile in flight", in_flight_zero).await;
-    h.api.clear_faults();
+    assert!(slowed.hits() > 0, "the cache was never slowed down");
+    h.api.clear();
     h.apply(boxtable("sentinel")).await;
     h.wait_ready("sentinel").await;
     wait_until("no reconcile in flight", in_flight_zero).await;

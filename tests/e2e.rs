@@ -1,13 +1,13 @@
-//! End to end: PostgreSQL, the local API server, the real `boxtable-operator` binary and the real
-//! `kubectl`, the way a user drives them.
+//! End to end: PostgreSQL, the real kube-apiserver (through a fault-injecting proxy for the test of
+//! API-server trouble), the real `boxtable-operator` binary and the real `kubectl`, the way a user
+//! drives them.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod e2e_support;
 
 use std::time::Duration;
 
-use boxtable_localapi::Fault;
-use e2e_support::{Cluster, connect, control_plane_support, find_kubectl};
+use e2e_support::{Cluster, Rule, connect, control_plane_support, find_kubectl};
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -343,25 +343,22 @@ async fn a_sigkilled_operator_leaves_no_partial_table_or_lock_and_a_restart_conv
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_operator_converges_through_api_server_errors_conflicts_and_dropped_watches() {
-    // Fault injection runs on the local API server until a fault-injecting proxy in front of
-    // the real one replaces it.
-    let cluster = Cluster::start_local().await;
+    let cluster = Cluster::start_with_faults().await;
     cluster.secret("faults", "db").await;
-    cluster
-        .api
-        .inject(Fault::status(500).times(3).method("PATCH"));
-    cluster.api.inject(
-        Fault::status(409)
+    let failing = cluster.api.add(Rule::status(500).times(3).method("PATCH"));
+    let conflicting = cluster.api.add(
+        Rule::status(409)
             .times(2)
             .method("PATCH")
             .path_prefix("/apis/brighter.dev"),
     );
-    cluster.api.inject(
-        Fault::status(503)
+    let unavailable = cluster.api.add(
+        Rule::status(503)
             .times(2)
             .method("GET")
             .path_prefix("/api/v1/namespaces/faults/secrets"),
     );
+    let watches = cluster.api.add(Rule::count().watch(true));
     let _operator = cluster.operator("faults", "e2e-faults");
     let manifests: String = (1..=3)
         .map(|i| {
@@ -372,8 +369,15 @@ async fn the_operator_converges_through_api_server_errors_conflicts_and_dropped_
         })
         .collect();
     cluster.apply(manifests).await;
+    // Cut the operator's watches three times, each time once it is watching (again).
+    let mut seen = 0;
     for _ in 0..3 {
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        cluster
+            .eventually("the operator to watch (again)", WAIT, || async {
+                (watches.hits() > seen).then_some(())
+            })
+            .await;
+        seen = watches.hits();
         cluster.api.drop_watches();
     }
     cluster
@@ -387,12 +391,18 @@ async fn the_operator_converges_through_api_server_errors_conflicts_and_dropped_
             "--timeout=90s",
         ])
         .await;
-    let stats = cluster.api.stats();
-    assert!(stats.total > 0);
+    assert_eq!(failing.hits(), 3, "500s injected");
+    assert_eq!(conflicting.hits(), 2, "409s injected");
+    assert_eq!(unavailable.hits(), 2, "503s injected");
+    assert!(
+        cluster.api.received() > cluster.api.forwarded(),
+        "faulted requests never reach the server"
+    );
     for i in 1..=3 {
         assert_eq!(
             history_rows(&cluster, &format!("faulty_{i}")).await.len(),
-            1
+            1,
+            "faulty_{i} migrated exactly once"
         );
     }
 }

@@ -1,15 +1,16 @@
-//! Leader election on a coordination.k8s.io/v1 Lease against a real API server (the local one),
-//! directly and through a fault-injecting proxy: hand-over on shutdown, expiry judged by how long
+//! Leader election on a coordination.k8s.io/v1 Lease against the real kube-apiserver, directly
+//! and through a fault-injecting proxy (each test in a namespace of its own): hand-over on shutdown, expiry judged by how long
 //! the record has gone unchanged (holders with skewed clocks), and renewals that survive 503s,
 //! 429s and a 20-second stall.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+#[path = "control_plane_support/mod.rs"]
+mod control_plane_support;
 #[path = "support/fault_proxy.rs"]
 mod fault_proxy;
 
 use std::time::{Duration, Instant};
 
-use boxtable_localapi::{LocalApi, LocalApiHandle};
 use boxtable_operator::controller::leader::{Ended, LeaderElector, Timing};
 use fault_proxy::{FaultProxy, Rule};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -29,18 +30,38 @@ const SHORT: Timing = Timing {
     retry_period: Duration::from_millis(200),
 };
 
-async fn server() -> (LocalApiHandle, kube::Client) {
-    let api = LocalApi::builder().start().await.unwrap();
-    let client = kube::Client::try_from(kube::Config::new(api.url().parse().unwrap())).unwrap();
-    (api, client)
+/// A client (the admin) and a namespace of this test's own on the real API server.
+#[derive(Clone)]
+struct Server {
+    client: kube::Client,
+    namespace: String,
 }
 
-fn leases(client: &kube::Client) -> Api<Lease> {
-    Api::namespaced(client.clone(), "default")
+async fn server() -> Server {
+    let plane = control_plane_support::control_plane();
+    let namespace = plane.create_namespace("leader");
+    Server {
+        client: plane.admin_client().await,
+        namespace,
+    }
 }
 
-fn elector(client: &kube::Client, identity: &str, timing: Timing) -> LeaderElector {
-    LeaderElector::new(leases(client), LEASE, identity).with_timing(timing)
+impl Server {
+    /// The same namespace through another client (a fault proxy's).
+    fn via(&self, client: kube::Client) -> Server {
+        Server {
+            client,
+            namespace: self.namespace.clone(),
+        }
+    }
+}
+
+fn leases(server: &Server) -> Api<Lease> {
+    Api::namespaced(server.client.clone(), &server.namespace)
+}
+
+fn elector(server: &Server, identity: &str, timing: Timing) -> LeaderElector {
+    LeaderElector::new(leases(server), LEASE, identity).with_timing(timing)
 }
 
 /// Tries to become leader for `within`; true if it did.
@@ -56,7 +77,7 @@ async fn wins_within(elector: &LeaderElector, within: Duration) -> bool {
     won
 }
 
-async fn holder(client: &kube::Client) -> Option<String> {
+async fn holder(client: &Server) -> Option<String> {
     leases(client)
         .get(LEASE)
         .await
@@ -66,7 +87,7 @@ async fn holder(client: &kube::Client) -> Option<String> {
 }
 
 /// Writes the Lease as a holder `identity` whose clock is `skew` away from ours would.
-async fn write_skewed(client: &kube::Client, identity: &str, skew: jiff::SignedDuration, n: i64) {
+async fn write_skewed(client: &Server, identity: &str, skew: jiff::SignedDuration, n: i64) {
     let api = leases(client);
     let stamp = MicroTime(
         jiff::Timestamp::now()
@@ -105,7 +126,7 @@ async fn write_skewed(client: &kube::Client, identity: &str, skew: jiff::SignedD
 
 #[tokio::test]
 async fn a_standby_waits_while_the_leader_renews_and_takes_over_at_once_when_it_is_handed_back() {
-    let (_server, client) = server().await;
+    let client = server().await;
     let first = elector(&client, "pod-a", SHORT);
     let second = elector(&client, "pod-b", SHORT);
     assert!(wins_within(&first, WAIT).await);
@@ -137,7 +158,7 @@ async fn a_standby_waits_while_the_leader_renews_and_takes_over_at_once_when_it_
 
 #[tokio::test]
 async fn a_leader_that_stops_renewing_is_taken_over_once_its_record_is_a_lease_duration_old() {
-    let (_server, client) = server().await;
+    let client = server().await;
     let first = elector(&client, "pod-a", SHORT);
     let second = elector(&client, "pod-b", SHORT);
     assert!(wins_within(&first, WAIT).await);
@@ -152,7 +173,7 @@ async fn a_leader_that_stops_renewing_is_taken_over_once_its_record_is_a_lease_d
 
 #[tokio::test]
 async fn a_holder_whose_clock_is_an_hour_behind_keeps_the_lease_while_it_renews() {
-    let (_server, client) = server().await;
+    let client = server().await;
     let behind = jiff::SignedDuration::from_hours(-1);
     write_skewed(&client, "skewed-holder", behind, 0).await;
     let renewer = {
@@ -183,7 +204,7 @@ async fn a_holder_whose_clock_is_an_hour_behind_keeps_the_lease_while_it_renews(
 
 #[tokio::test]
 async fn a_dead_holder_whose_clock_was_an_hour_ahead_is_taken_over_after_a_lease_duration() {
-    let (_server, client) = server().await;
+    let client = server().await;
     write_skewed(
         &client,
         "dead-holder",
@@ -222,13 +243,17 @@ async fn renewals_failing_with_503_429_and_500_do_not_end_leadership() {
         renew_deadline: Duration::from_secs(10),
         retry_period: Duration::from_millis(200),
     };
-    let (_server, client) = server().await;
-    let proxy = FaultProxy::start(client.clone()).await;
+    let client = server().await;
+    let proxy = FaultProxy::start(client.client.clone()).await;
     // kube's client retries 429, 503 and 504 itself; without that, every fault reaches the
     // elector, whose own retries are under test.
     let mut config = proxy.config();
     config.default_retry = false;
-    let leader = elector(&kube::Client::try_from(config).unwrap(), "pod-a", timing);
+    let leader = elector(
+        &client.via(kube::Client::try_from(config).unwrap()),
+        "pod-a",
+        timing,
+    );
     assert!(wins_within(&leader, WAIT).await);
     let lease_put = |rule: Rule| rule.method("PUT").path_contains("/leases/");
     let unavailable = proxy.add(lease_put(Rule::status(503)).times(2));
@@ -269,9 +294,9 @@ async fn a_renewal_stalled_for_20_seconds_does_not_end_leadership_and_no_standby
         renew_deadline: Duration::from_secs(25),
         retry_period: Duration::from_secs(1),
     };
-    let (_server, client) = server().await;
-    let proxy = FaultProxy::start(client.clone()).await;
-    let leader = elector(&proxy.client(), "pod-a", timing);
+    let client = server().await;
+    let proxy = FaultProxy::start(client.client.clone()).await;
+    let leader = elector(&client.via(proxy.client()), "pod-a", timing);
     assert!(wins_within(&leader, WAIT).await);
     let stalled = proxy.add(
         Rule::stall(Duration::from_secs(20))

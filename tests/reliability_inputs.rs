@@ -1,93 +1,56 @@
 //! A corpus of bad inputs (`tests/data/bad_inputs/corpus.jsonl`): every one is refused by the CRD
-//! schema (the local API server answers 422) or reported in status by `migrate`; nothing panics;
-//! and no SQL is built from an unvalidated identifier (the database gains no objects).
+//! schema (the real kube-apiserver answers 422) or reported in status by `migrate`; nothing
+//! panics; and no SQL is built from an unvalidated identifier (the database gains no objects).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+#[path = "control_plane_support/mod.rs"]
+mod control_plane_support;
 mod migrate_support;
 mod reliability_support;
 mod support;
 
-use std::path::PathBuf;
 use std::process::Stdio;
 
 use reliability_support::*;
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 
 const CORPUS: &str = include_str!("data/bad_inputs/corpus.jsonl");
 
-/// The local API server as a process (`target/<profile>/boxtable-localapi`, built if missing).
-struct LocalApiProcess {
-    child: tokio::process::Child,
-    addr: String,
+/// The real API server, with a namespace for the corpus, as the admin.
+struct Server {
+    client: kube::Client,
+    namespace: String,
 }
 
-async fn start_localapi() -> LocalApiProcess {
-    let dir = PathBuf::from(env!("CARGO_BIN_EXE_boxtable-operator"))
-        .parent()
-        .unwrap()
-        .to_path_buf();
-    let exe = dir.join("boxtable-localapi");
-    if !exe.exists() {
-        let built = std::process::Command::new(env!("CARGO"))
-            .args([
-                "build",
-                "-q",
-                "-p",
-                "boxtable-localapi",
-                "--bin",
-                "boxtable-localapi",
-            ])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .status()
-            .unwrap();
-        assert!(built.success(), "building boxtable-localapi failed");
+async fn start_server() -> Server {
+    let plane = control_plane_support::control_plane();
+    Server {
+        client: plane.admin_client().await,
+        namespace: plane.create_namespace("corpus"),
     }
-    let mut child = tokio::process::Command::new(exe)
-        .arg("--crd")
-        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/crds/boxtable.yaml"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    tokio::io::BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .await
-        .unwrap();
-    let addr = line
-        .trim()
-        .trim_start_matches("http://")
-        .trim_end_matches('/')
-        .to_owned();
-    assert!(!addr.is_empty(), "boxtable-localapi printed no URL");
-    LocalApiProcess { child, addr }
 }
 
-impl LocalApiProcess {
-    /// POSTs `body` as a BoxTable in `default`; returns the HTTP status and body.
+impl Server {
+    /// POSTs `body` (a BoxTable) as raw JSON into the corpus namespace; returns the HTTP status
+    /// and body.
     async fn create(&self, body: &Value) -> (u16, String) {
-        let payload = serde_json::to_vec(body).unwrap();
-        let mut stream = tokio::net::TcpStream::connect(&self.addr).await.unwrap();
-        let head = format!(
-            "POST /apis/brighter.dev/v1alpha1/namespaces/default/boxtables HTTP/1.1\r\n\
-             Host: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
-             Connection: close\r\n\r\n",
-            self.addr,
-            payload.len()
-        );
-        stream.write_all(head.as_bytes()).await.unwrap();
-        stream.write_all(&payload).await.unwrap();
-        let mut response = Vec::new();
-        stream.read_to_end(&mut response).await.unwrap();
-        let text = String::from_utf8_lossy(&response).into_owned();
-        let code = text
-            .split_whitespace()
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .unwrap_or(0);
-        (code, text)
+        let mut body = body.clone();
+        body["metadata"]["namespace"] = json!(self.namespace);
+        let request = axum::http::Request::builder()
+            .method("POST")
+            .uri(format!(
+                "/apis/brighter.dev/v1alpha1/namespaces/{}/boxtables",
+                self.namespace
+            ))
+            .header("content-type", "application/json")
+            .body(kube::client::Body::from(serde_json::to_vec(&body).unwrap()))
+            .unwrap();
+        let response = self.client.send(request).await.unwrap();
+        let code = response.status().as_u16();
+        let bytes = axum::body::to_bytes(axum::body::Body::new(response.into_body()), 1 << 20)
+            .await
+            .unwrap();
+        (code, String::from_utf8_lossy(&bytes).into_owned())
     }
 }
 
@@ -126,7 +89,7 @@ async fn every_bad_input_is_refused_by_the_schema_or_reported_in_status_without_
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    let api = start_localapi().await;
+    let api = start_server().await;
     let bad_db = support::fresh_db().await;
     let bad_client = bad_db.connect().await;
     let before = migrate_support::snapshot(&bad_client).await;
@@ -235,5 +198,4 @@ async fn every_bad_input_is_refused_by_the_schema_or_reported_in_status_without_
         }
     }
     assert_eq!(before, after, "an invalid input reached the database");
-    drop(api.child);
 }

@@ -3,7 +3,8 @@
 //! with its connection Secret, and `controller::run` in a tokio task authenticated as the
 //! operator's ServiceAccount, plus helpers (acting as the admin) to apply BoxTables, wait for
 //! their status (polling the API with a deadline), read events, metrics and captured logs, and
-//! look into the database.
+//! look into the database. With [`HarnessBuilder::faults`] the controller talks to the server
+//! through a fault-injecting proxy ([`Faults`]) that the test steers.
 #![allow(dead_code)]
 // Fixtures fail the test at once on any setup error, as test bodies do.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -33,6 +34,10 @@ use crate::support::{self, TestDb};
 #[path = "../control_plane_support/mod.rs"]
 pub mod control_plane_support;
 use control_plane_support::{ControlPlane, OperatorToken, control_plane};
+
+#[path = "../support/fault_proxy.rs"]
+pub mod fault_proxy;
+use fault_proxy::FaultProxy;
 
 /// The prefix of each test's namespace (the controller watches only that one).
 pub const NAMESPACE: &str = "ctl";
@@ -117,20 +122,21 @@ impl BoxTableBuilder {
 pub struct HarnessBuilder {
     secret: Option<String>,
     resync: Duration,
-    local: bool,
+    faults: bool,
 }
 
-/// Injects API faults in front of the controller: errors, latency, dropped watches. Only the
-/// local API server can do that until a fault-injecting proxy in front of the real one lands.
-pub struct Faults(Option<boxtable_localapi::LocalApiHandle>);
+/// Injects API faults between the controller and the real API server: error statuses, latency,
+/// dropped watches ([`FaultProxy`], steered with [`fault_proxy::Rule`]s). Only with
+/// [`HarnessBuilder::faults`].
+pub struct Faults(Option<FaultProxy>);
 
 impl std::ops::Deref for Faults {
-    type Target = boxtable_localapi::LocalApiHandle;
+    type Target = FaultProxy;
 
     fn deref(&self) -> &Self::Target {
         self.0
             .as_ref()
-            .expect("fault injection needs Harness::builder().local_api()")
+            .expect("fault injection needs Harness::builder().faults()")
     }
 }
 
@@ -159,18 +165,19 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for CapturedLogs {
 
 /// A running controller against the real API server and a fresh database.
 pub struct Harness {
-    /// The control plane, `None` on the local API server ([`HarnessBuilder::local_api`]).
-    pub plane: Option<&'static ControlPlane>,
-    /// Fault injection, only on the local API server for now.
+    /// The control plane.
+    pub plane: &'static ControlPlane,
+    /// The fault-injecting proxy in front of the API server, with [`HarnessBuilder::faults`].
     pub api: Faults,
     /// This test's namespace.
     pub namespace: String,
     /// The admin: what the test does as a user.
     pub client: Client,
-    /// The operator's ServiceAccount, which the controller runs as.
+    /// The operator's ServiceAccount, which the controller runs as (through the proxy with
+    /// [`HarnessBuilder::faults`]).
     pub operator_client: Client,
     /// The operator's token; every request made with it must be allowed by `deploy/rbac.yaml`.
-    pub token: Option<OperatorToken>,
+    pub token: OperatorToken,
     pub db: TestDb,
     pub metrics: Arc<Metrics>,
     pub readiness: Readiness,
@@ -191,7 +198,7 @@ impl Harness {
         HarnessBuilder {
             secret: Some(String::new()),
             resync: RESYNC,
-            local: false,
+            faults: false,
         }
     }
 }
@@ -209,9 +216,9 @@ impl HarnessBuilder {
         self
     }
 
-    /// Run on the local API server (which can inject faults) instead of the real control plane.
-    pub fn local_api(mut self) -> Self {
-        self.local = true;
+    /// Put a fault-injecting proxy between the controller and the API server ([`Harness::api`]).
+    pub fn faults(mut self) -> Self {
+        self.faults = true;
         self
     }
 
@@ -233,33 +240,17 @@ impl HarnessBuilder {
             .finish();
         let log_guard = tracing::subscriber::set_default(subscriber);
 
-        let (plane, api, namespace, client, token, operator_client) = if self.local {
-            let api = boxtable_localapi::LocalApi::builder()
-                .crd_file(concat!(env!("CARGO_MANIFEST_DIR"), "/crds/boxtable.yaml"))
-                .namespace(NAMESPACE)
-                .bookmark_interval(Duration::from_millis(500))
-                .start()
-                .await
-                .unwrap();
-            let config = kube::Config::new(api.url().parse().unwrap());
-            let client = Client::try_from(config).unwrap();
-            let operator_client = client.clone();
-            let ns = NAMESPACE.to_owned();
-            (None, Faults(Some(api)), ns, client, None, operator_client)
+        let plane = control_plane();
+        let namespace = plane.create_namespace(NAMESPACE);
+        let client = plane.admin_client().await;
+        let token = plane.operator_token();
+        let direct = plane.client_for_token(&token).await;
+        let (api, operator_client) = if self.faults {
+            let proxy = FaultProxy::start(direct).await;
+            let through = proxy.client();
+            (Faults(Some(proxy)), through)
         } else {
-            let plane = control_plane();
-            let namespace = plane.create_namespace(NAMESPACE);
-            let client = plane.admin_client().await;
-            let token = plane.operator_token();
-            let operator_client = plane.client_for_token(&token).await;
-            (
-                Some(plane),
-                Faults(None),
-                namespace,
-                client,
-                Some(token),
-                operator_client,
-            )
+            (Faults(None), direct)
         };
         let db = support::fresh_db().await;
         db.connect()
@@ -542,30 +533,23 @@ impl Harness {
         ));
     }
 
-    /// Requests the operator has made so far, counted in the API server's audit log (on the
-    /// local API server: every request it answered).
+    /// Requests the operator has made so far, counted in the API server's audit log.
     pub fn api_requests(&self) -> u64 {
-        match (self.plane, &self.token) {
-            (Some(plane), Some(token)) => plane
-                .audit_events()
-                .iter()
-                .filter(|e| token.made(e))
-                .count() as u64,
-            _ => self.api.request_count(),
-        }
+        self.plane
+            .audit_events()
+            .iter()
+            .filter(|e| self.token.made(e))
+            .count() as u64
     }
 
     /// Status writes (`patch` of `boxtables/status`) the controller made to `name`, counted in
     /// the API server's audit log.
     pub fn status_writes(&self, name: &str) -> usize {
-        let (Some(plane), Some(token)) = (self.plane, &self.token) else {
-            panic!("status writes are counted in the real API server's audit log");
-        };
-        plane
+        self.plane
             .audit_events()
             .iter()
             .filter(|e| {
-                token.made(e)
+                self.token.made(e)
                     && e["verb"] == "patch"
                     && e["objectRef"]["resource"] == "boxtables"
                     && e["objectRef"]["subresource"] == "status"
@@ -704,9 +688,7 @@ impl Drop for Harness {
     /// a call that `deploy/rbac.yaml` does not allow fails.
     fn drop(&mut self) {
         self.shutdown.cancel();
-        if let (Some(plane), Some(token)) = (self.plane, &self.token) {
-            control_plane_support::assert_no_forbidden_requests(plane, token);
-        }
+        control_plane_support::assert_no_forbidden_requests(self.plane, &self.token);
     }
 }
 

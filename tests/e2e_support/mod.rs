@@ -1,8 +1,8 @@
 //! End-to-end fixtures: the real control plane (kube-apiserver, etcd, kube-controller-manager,
 //! see `tests/control_plane_support`), the real `boxtable-operator` binary as a child process
 //! running as its ServiceAccount, the real `kubectl` as the admin, and a fresh PostgreSQL database.
-//! The local API server remains only for the fault-injection test, until a fault-injecting proxy
-//! in front of the real server replaces it.
+//! With [`Cluster::start_with_faults`] the operator talks to the server through a fault-injecting
+//! proxy ([`Faults`]) that the test steers.
 #![allow(
     dead_code,
     unused_imports,
@@ -15,8 +15,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use boxtable_localapi::{Fault, LocalApi, LocalApiHandle, Stats};
-
 #[path = "../support/mod.rs"]
 mod support;
 pub use support::{TestDb, connect, fresh_db};
@@ -24,6 +22,10 @@ pub use support::{TestDb, connect, fresh_db};
 #[path = "../control_plane_support/mod.rs"]
 pub mod control_plane_support;
 pub use control_plane_support::{ControlPlane, OperatorToken, control_plane};
+
+#[path = "../support/fault_proxy.rs"]
+pub mod fault_proxy;
+pub use fault_proxy::{FaultProxy, Rule};
 
 /// Finds `kubectl` on `path` (a PATH-style list), or says how to get it.
 pub fn find_kubectl(path: &str) -> Result<PathBuf, String> {
@@ -57,15 +59,17 @@ pub fn root() -> PathBuf {
 /// The real control plane (with `deploy/` installed), an admin kubeconfig for kubectl, a token
 /// of the operator's ServiceAccount for the operator, and a fresh database.
 pub struct Cluster {
-    /// Fault injection (only with [`Cluster::start_local`] for now).
+    /// The fault-injecting proxy in front of the API server (with [`Cluster::start_with_faults`]).
     pub api: Faults,
     pub dir: tempfile::TempDir,
     /// kubectl's kubeconfig: the admin on the real server.
     pub kubeconfig: PathBuf,
-    /// The operator's kubeconfig: its ServiceAccount token on the real server.
+    /// The operator's kubeconfig: its ServiceAccount token on the real server (or the proxy,
+    /// which forwards with that token).
     pub operator_kubeconfig: PathBuf,
     pub db: TestDb,
-    /// The control plane, `None` with the local API server.
+    /// The control plane (always there; an `Option` so that a test can take it for checks of its
+    /// own).
     pub plane: Option<&'static ControlPlane>,
     /// The operator's token; every request made with it must be allowed by `deploy/rbac.yaml`.
     pub token: Option<OperatorToken>,
@@ -91,28 +95,19 @@ impl Cluster {
         }
     }
 
-    /// The local API server with the BoxTable CRD (for fault injection only).
-    pub async fn start_local() -> Cluster {
-        let kubectl = kubectl_binary();
-        assert!(kubectl.is_file());
-        let db = fresh_db().await;
-        let api = LocalApi::builder()
-            .crd_file(root().join("crds/boxtable.yaml"))
-            .start()
-            .await
-            .expect("start the local API server");
-        let dir = tempfile::tempdir().unwrap();
-        let kubeconfig = dir.path().join("kubeconfig");
-        api.write_kubeconfig(&kubeconfig).unwrap();
-        Cluster {
-            api: Faults(Some(api)),
-            dir,
-            operator_kubeconfig: kubeconfig.clone(),
-            kubeconfig,
-            db,
-            plane: None,
-            token: None,
-        }
+    /// The real control plane with a fault-injecting proxy between the operator and the API
+    /// server: the operator's kubeconfig points at the proxy, which forwards every request with
+    /// the operator's token (so RBAC and the audit log see the operator as usual).
+    pub async fn start_with_faults() -> Cluster {
+        let mut cluster = Cluster::start().await;
+        let plane = cluster.plane.unwrap();
+        let token = cluster.token.as_ref().unwrap();
+        let proxy = FaultProxy::start(plane.client_for_token(token).await).await;
+        let kubeconfig = cluster.dir.path().join("proxy.kubeconfig");
+        proxy.write_kubeconfig(&kubeconfig);
+        cluster.operator_kubeconfig = kubeconfig;
+        cluster.api = Faults(Some(proxy));
+        cluster
     }
 
     /// Runs kubectl with this cluster's kubeconfig (off the async runtime).
@@ -252,26 +247,17 @@ impl Cluster {
     }
 }
 
-/// Injects API faults in front of the operator: 500s, 409s, latency, dropped watches.
-pub struct Faults(Option<LocalApiHandle>);
+/// Injects API faults between the operator and the API server: error statuses, latency, dropped
+/// watches ([`FaultProxy`], steered with [`Rule`]s). Only with [`Cluster::start_with_faults`].
+pub struct Faults(Option<FaultProxy>);
 
-impl Faults {
-    fn server(&self) -> &LocalApiHandle {
+impl std::ops::Deref for Faults {
+    type Target = FaultProxy;
+
+    fn deref(&self) -> &Self::Target {
         self.0
             .as_ref()
-            .expect("fault injection needs Cluster::start_local (the local API server)")
-    }
-
-    pub fn inject(&self, fault: Fault) {
-        self.server().inject(fault);
-    }
-
-    pub fn drop_watches(&self) {
-        self.server().drop_watches();
-    }
-
-    pub fn stats(&self) -> Stats {
-        self.server().stats()
+            .expect("fault injection needs Cluster::start_with_faults")
     }
 }
 

@@ -1,9 +1,11 @@
 //! A fault-injecting HTTP proxy in front of a Kubernetes API server, for tests of behaviour under
 //! API-server trouble. It listens on plain HTTP on 127.0.0.1 and forwards every request through a
 //! `kube::Client` for the upstream (the local API server or a real kube-apiserver: the client
-//! carries the upstream's TLS and credentials). Rules, checked in the order they were added,
-//! answer matching requests with an error status, hold them for a while, cut watch streams, or
-//! only count them; each rule has its own hit counter. `drop_watches` ends every open watch.
+//! carries the upstream's TLS and credentials, and the proxy drops any `Authorization` header it
+//! is sent). Rules, checked in the order they were added, answer matching requests with an error
+//! status, hold them for a while (then forward them or answer an error), cut watch streams, or
+//! only count them; each rule has its own hit counter, and the proxy counts every request it
+//! received. `drop_watches` ends every open watch.
 //!
 //! Not declared in `support/mod.rs` (most tests do not need it); include it with
 //! `#[path = "support/fault_proxy.rs"] mod fault_proxy;`.
@@ -42,6 +44,7 @@ pub struct Rule {
     action: Action,
     method: Option<Method>,
     path_contains: Option<String>,
+    path_prefix: Option<String>,
     watch: Option<bool>,
     times: Option<u64>,
     during: Option<Duration>,
@@ -53,6 +56,7 @@ impl Rule {
             action,
             method: None,
             path_contains: None,
+            path_prefix: None,
             watch: None,
             times: None,
             during: None,
@@ -96,6 +100,12 @@ impl Rule {
     /// Only requests whose path contains `fragment`.
     pub fn path_contains(mut self, fragment: &str) -> Self {
         self.path_contains = Some(fragment.to_owned());
+        self
+    }
+
+    /// Only requests whose path starts with `prefix` (`/apis/brighter.dev`).
+    pub fn path_prefix(mut self, prefix: &str) -> Self {
+        self.path_prefix = Some(prefix.to_owned());
         self
     }
 
@@ -143,6 +153,9 @@ impl Installed {
             || r.path_contains
                 .as_deref()
                 .is_some_and(|p| !path.contains(p))
+            || r.path_prefix
+                .as_deref()
+                .is_some_and(|p| !path.starts_with(p))
             || r.watch.is_some_and(|w| w != watching)
             || r.during.is_some_and(|d| self.added.elapsed() >= d)
         {
@@ -163,6 +176,7 @@ struct Inner {
     /// Bumped by `drop_watches`; every open watch body ends when it changes.
     generation: watch::Sender<u64>,
     forwarded: AtomicU64,
+    received: AtomicU64,
 }
 
 /// A running proxy; stops when dropped.
@@ -182,6 +196,7 @@ impl FaultProxy {
             rules: Mutex::new(Vec::new()),
             generation: watch::channel(0).0,
             forwarded: AtomicU64::new(0),
+            received: AtomicU64::new(0),
         });
         let app = axum::Router::new()
             .fallback(handle)
@@ -247,6 +262,11 @@ impl FaultProxy {
     pub fn forwarded(&self) -> u64 {
         self.inner.forwarded.load(Ordering::SeqCst)
     }
+
+    /// Requests the proxy has received so far, faulted ones included.
+    pub fn received(&self) -> u64 {
+        self.inner.received.load(Ordering::SeqCst)
+    }
 }
 
 impl Drop for FaultProxy {
@@ -259,6 +279,9 @@ impl Drop for FaultProxy {
 fn status_response(code: u16) -> Response {
     let status = StatusCode::from_u16(code).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
     let reason = match code {
+        404 => "NotFound",
+        409 => "Conflict",
+        410 => "Expired",
         429 => "TooManyRequests",
         500 => "InternalError",
         503 => "ServiceUnavailable",
@@ -296,6 +319,7 @@ async fn handle(State(inner): State<Arc<Inner>>, request: Request) -> Response {
     let method = request.method().clone();
     let path = request.uri().path().to_owned();
     let watching = is_watch(request.uri().query());
+    inner.received.fetch_add(1, Ordering::SeqCst);
     let action = inner
         .rules
         .lock()
