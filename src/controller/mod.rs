@@ -19,13 +19,13 @@ pub mod secrets;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::events::{Recorder, Reporter};
-use kube::runtime::reflector::ObjectRef;
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use tokio_util::sync::CancellationToken;
@@ -83,7 +83,7 @@ pub enum RunError {
 ///
 /// # Cancel safety
 /// On `shutdown`, lock waits are abandoned and running migrations are cancelled on the server,
-/// rolled back and unlocked before this returns.
+/// rolled back and unlocked, and the leader hands its Lease back, before this returns.
 pub async fn run(
     client: Client,
     settings: Settings,
@@ -93,6 +93,7 @@ pub async fn run(
 ) -> Result<(), RunError> {
     let lost_leadership = CancellationToken::new();
     let ended = Arc::new(std::sync::Mutex::new(None));
+    let mut leadership = None;
     if let Some(ns) = &settings.leader_election_namespace {
         let elector = leader::LeaderElector::new(
             Api::<Lease>::namespaced(client.clone(), ns),
@@ -116,7 +117,7 @@ pub async fn run(
         let lost = lost_leadership.clone();
         let stop = shutdown.clone();
         let ended = ended.clone();
-        tokio::spawn(async move {
+        leadership = Some(tokio::spawn(async move {
             let error = match elector.keep(&stop).await {
                 leader::Ended::Shutdown => None,
                 leader::Ended::TakenOver { holder } => Some(RunError::TakenOver { holder }),
@@ -131,7 +132,7 @@ pub async fn run(
                 }
                 lost.cancel();
             }
-        });
+        }));
     }
     let stop = CancellationToken::new();
     {
@@ -202,6 +203,7 @@ pub async fn run(
             }
         });
         let graceful = stop.clone();
+        let unsynced_stop = stopped_before_sync(stop.clone(), store.clone());
         let run = controller
             .watches(
                 secrets,
@@ -232,14 +234,38 @@ pub async fn run(
                     }
                 }
             });
-        controllers.push(run);
+        controllers.push(async move {
+            futures::pin_mut!(run, unsynced_stop);
+            futures::future::select(run, unsynced_stop).await;
+        });
     }
     futures::future::join_all(controllers).await;
+    // On shutdown the elector hands the Lease back (bounded by its request timeouts); wait for
+    // it, or the process could exit first and leave standbys waiting for the Lease to expire.
+    if let Some(leadership) = leadership {
+        let _ = leadership.await;
+    }
     tracing::info!("controller stopped");
     match ended.lock().ok().and_then(|mut e| e.take()) {
         Some(error) => Err(error),
         None => Ok(()),
     }
+}
+
+/// Resolves when `stop` fires while the BoxTable cache has not synced yet; never otherwise.
+///
+/// kube-runtime's controller holds every reconcile until its cache has synced, and its graceful
+/// shutdown waits for held work too; but a shutdown also stops the watch that would sync the
+/// cache, so a controller stopped before its first list completed (an operator SIGTERMed right
+/// after it started or took the Lease, or while the list is slow) would never finish. No
+/// reconcile can have started then, so the controller is simply dropped. The check happens in
+/// the same poll that drops it, and a synced cache never becomes unsynced.
+async fn stopped_before_sync(stop: CancellationToken, store: Store<BoxTable>) {
+    stop.cancelled().await;
+    if store.wait_until_ready().now_or_never().is_some() {
+        std::future::pending::<()>().await;
+    }
+    tracing::debug!("stopped before the BoxTable cache synced; nothing was reconciled");
 }
 
 /// A standby's readiness: ready while its Lease rounds get answers; not ready once none has been
