@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# The invariant soak (tests/soak.rs): for SOAK_SECONDS (default 60) several operator replicas,
+# with and without leader election, `migrate` runs and Brighter-style application racers work on
+# many BoxTables in several schemas while operators are SIGKILLed and SIGTERMed, their PostgreSQL
+# sessions terminated, API requests failed, stalled or their watches cut (a fault proxy in front of
+# a real kube-apiserver, the leader-election Lease included), specs edited and BoxTables deleted. It checks
+# the invariants all along and at the end (see RELIABILITY.md, "The invariant soak"), prints one
+# line of counts, and exits non-zero on any violation, listing each.
+#
+#   scripts/soak.sh                      about a minute
+#   SOAK_SECONDS=1800 scripts/soak.sh    half an hour
+#   SOAK_SEED=N scripts/soak.sh          the random choices of an earlier run
+#
+# Starts a throwaway PostgreSQL unless DATABASE_URL is set (a disposable server), and a throwaway
+# control plane (scripts/control-plane.sh) unless CONTROL_PLANE_KUBECONFIG is set. Everything runs
+# on loopback. The test runs in its own process group, which is ended on exit, so no operator or
+# migrate process outlives the script, even after Ctrl-C.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/pg.sh
+. scripts/control-plane.sh
+
+export SOAK_SECONDS=${SOAK_SECONDS:-60}
+case "$SOAK_SECONDS" in ''|*[!0-9]*|0) echo "soak.sh: SOAK_SECONDS must be a positive integer" >&2; exit 2 ;; esac
+
+scripts/reliability.sh --install
+# Build first (the test and the operator binary it runs, with the features `cargo test` builds it
+# with), then start the servers.
+artifacts=$(cargo test --no-run --test soak --message-format=json \
+  | python3 -c 'import json,sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable"):
+        name = m["target"]["name"]
+        if name in ("soak", "boxtable-operator"):
+            print(name, m["executable"])')
+test_binary=$(awk '$1 == "soak" {print $2}' <<<"$artifacts")
+operator_binary=$(awk '$1 == "boxtable-operator" {print $2}' <<<"$artifacts")
+operator_binary=${operator_binary:-target/debug/boxtable-operator}
+# Run copies, so rebuilding the tree while a long soak runs changes nothing under it.
+bin_dir=$(mktemp -d "${TMPDIR:-/tmp}/boxtable-soak.XXXXXX")
+cp "$operator_binary" "$bin_dir/boxtable-operator"
+cp "$test_binary" "$bin_dir/soak"
+export SOAK_OPERATOR_BINARY="$bin_dir/boxtable-operator"
+
+if [ -z "${DATABASE_URL:-}" ]; then
+  pg_start
+fi
+if [ -z "${CONTROL_PLANE_KUBECONFIG:-}" ]; then
+  cp_start
+  started_control_plane=1
+fi
+
+group=
+stop_group() {
+  if [ -n "$group" ]; then
+    kill -TERM -- "-$group" 2>/dev/null || true
+    # Give the test a moment to end its children, then make sure.
+    for _ in $(seq 50); do kill -0 -- "-$group" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL -- "-$group" 2>/dev/null || true
+  fi
+  if [ -n "${started_control_plane:-}" ]; then cp_stop 2>/dev/null || true; fi
+  pg_stop 2>/dev/null || true
+  rm -rf "$bin_dir"
+}
+trap stop_group EXIT INT TERM
+
+setsid "$bin_dir/soak" --nocapture --test-threads 1 &
+group=$!
+status=0
+wait "$group" || status=$?
+group_left=$group
+group=
+kill -KILL -- "-$group_left" 2>/dev/null || true
+exit "$status"
