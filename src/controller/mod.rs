@@ -174,6 +174,8 @@ pub async fn run(
         let store = controller.store();
         let schedule = Arc::new(schedule::Schedule::default());
         let secret_schedule = schedule.clone();
+        let holds = Arc::new(secret_guard::Holds::default());
+        let secret_holds = holds.clone();
         let ctx = Arc::new(Context {
             client: client.clone(),
             store: store.clone(),
@@ -184,6 +186,7 @@ pub async fn run(
             resync: settings.resync,
             instance: settings.instance.clone(),
             shutdown: stop.clone(),
+            holds,
         });
         let readiness = readiness.clone();
         let ready_store = store.clone();
@@ -212,11 +215,18 @@ pub async fn run(
                     let ns = secret.namespace();
                     let name = secret.name_any();
                     tracing::debug!(secret = %name, "secret changed");
+                    secret_holds.observe(&secret);
+                    // The BoxTables that read this Secret, and those whose finalizer it carries
+                    // though they no longer keep it there (so that they let it go).
+                    let held = secret_guard::holders(&secret);
                     store
                         .state()
                         .into_iter()
                         .filter(|bt| {
-                            bt.namespace() == ns && bt.spec.database.secret_ref.name == name
+                            bt.namespace() == ns
+                                && (bt.spec.database.secret_ref.name == name
+                                    || (held.contains(bt.uid().as_deref().unwrap_or_default())
+                                        && !secret_guard::keeps(bt, &name)))
                         })
                         .inspect(|bt| secret_schedule.secret_changed(&bt.uid().unwrap_or_default()))
                         .map(|bt| ObjectRef::from_obj(&*bt))

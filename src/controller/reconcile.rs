@@ -49,6 +49,8 @@ pub struct Context {
     pub instance: String,
     /// Fires on shutdown: waits are abandoned, migrations cancelled.
     pub shutdown: CancellationToken,
+    /// Which Secrets carry which BoxTable's finalizer, from the Secret watch.
+    pub(crate) holds: Arc<super::secret_guard::Holds>,
 }
 
 /// Why a pass failed in a way that needs a retry with backoff (database-level failures are not
@@ -117,19 +119,21 @@ pub async fn reconcile(bt: Arc<BoxTable>, ctx: Arc<Context>) -> Result<Action, R
         }
         match cleanup(&bt, &ctx, &api).await {
             Ok(Cleanup::Keep(action)) => Ok(action),
-            // The deletion is finished: let go of the Secret first (a failure keeps the
+            // The deletion is finished: let go of every Secret first (a failure keeps the
             // finalizer, so the release is retried), then of the object.
-            Ok(Cleanup::Release) => match super::secret_guard::sync(&ctx, &bt, false).await {
-                Err(error) => Err(ReconcileError::ReleaseSecret(error)),
-                Ok(()) => match finalizer::remove(&api, &bt).await {
-                    Ok(()) => {
-                        ctx.schedule.released(&uid);
-                        ctx.backoff.on_success(&uid);
-                        Ok(Action::await_change())
-                    }
-                    Err(error) => Err(ReconcileError::RemoveFinalizer(error)),
-                },
-            },
+            Ok(Cleanup::Release) => {
+                match super::secret_guard::release_everywhere(&ctx, &bt).await {
+                    Err(error) => Err(ReconcileError::ReleaseSecret(error)),
+                    Ok(()) => match finalizer::remove(&api, &bt).await {
+                        Ok(()) => {
+                            ctx.schedule.released(&uid);
+                            ctx.backoff.on_success(&uid);
+                            Ok(Action::await_change())
+                        }
+                        Err(error) => Err(ReconcileError::RemoveFinalizer(error)),
+                    },
+                }
+            }
             Err(error) => Err(error),
         }
     } else if finalizer::has(&bt) {
@@ -206,6 +210,11 @@ async fn apply(
     ctx: &Context,
     api: &Api<BoxTable>,
 ) -> Result<Action, ReconcileError> {
+    // A Secret that `secretRef` moved away from (or any, once Retain) is let go first, whatever
+    // becomes of the spec and of the Secret referenced now.
+    if let Err(error) = super::secret_guard::release_stale(ctx, bt).await {
+        tracing::warn!(error = %chain(&error), "letting go of a secret no longer needed failed");
+    }
     let pass = Pass::new(bt, ctx, api);
     let plan = match crate::plan::plan(&bt.spec) {
         Ok(plan) => Plan {

@@ -8,10 +8,19 @@
 //! once its drop is done (or it becomes Retain). One finalizer per BoxTable means no BoxTable
 //! decides for another: two drops finishing at once cannot both leave the Secret held. A Secret
 //! deleted while it carries such a finalizer stays readable until the last one goes.
+//!
+//! A BoxTable's finalizer is only ever on the Secret it references now: when `secretRef` moves to
+//! another Secret the old one is let go (the Secret watch tells which Secrets carry which
+//! BoxTable's finalizer, [`Holds`]), and when the deletion is finished every Secret in the
+//! namespace that still carries it is let go (listed from the API server, not the watch, so that
+//! nothing is left behind after a restart).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Mutex;
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, ListParams, Patch, PatchParams};
 
 use super::reconcile::Context;
 use super::secrets::DatabaseSecret;
@@ -27,6 +36,15 @@ pub enum GuardError {
         namespace: String,
         /// Secret name.
         name: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// Listing the namespace's Secrets (to find every one that carries the finalizer) failed.
+    #[error("listing the secrets of namespace {namespace} failed")]
+    List {
+        /// Namespace.
+        namespace: String,
         /// The API error.
         #[source]
         source: kube::Error,
@@ -47,6 +65,57 @@ pub enum GuardError {
 /// The finalizer `bt` keeps on its Secret.
 pub(super) fn finalizer_of(bt: &BoxTable) -> String {
     format!("{SECRET_FINALIZER_PREFIX}{}", bt.uid().unwrap_or_default())
+}
+
+/// The uids of the BoxTables whose finalizers `secret` carries.
+pub(super) fn holders(secret: &Secret) -> BTreeSet<String> {
+    secret
+        .finalizers()
+        .iter()
+        .filter_map(|f| f.strip_prefix(SECRET_FINALIZER_PREFIX))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Whether `bt` as it is now keeps its finalizer on the Secret `name` (of its own namespace).
+pub(super) fn keeps(bt: &BoxTable, name: &str) -> bool {
+    bt.spec.deletion_policy == DeletionPolicy::Drop
+        && bt.metadata.deletion_timestamp.is_none()
+        && bt.spec.database.secret_ref.name == name
+}
+
+/// Which Secrets carry which BoxTable's finalizer, as the Secret watch last saw them (a Secret
+/// carrying one cannot go away unseen: it is only removed once its finalizers are gone).
+#[derive(Debug, Default)]
+pub(crate) struct Holds(Mutex<BTreeMap<(String, String), BTreeSet<String>>>);
+
+impl Holds {
+    /// Records the finalizers of `secret` as the watch delivered it.
+    pub(super) fn observe(&self, secret: &Secret) {
+        let key = (secret.namespace().unwrap_or_default(), secret.name_any());
+        let uids = holders(secret);
+        if let Ok(mut holds) = self.0.lock() {
+            if uids.is_empty() {
+                holds.remove(&key);
+            } else {
+                holds.insert(key, uids);
+            }
+        }
+    }
+
+    /// The names of the Secrets in `namespace` that carry the finalizer of the BoxTable `uid`.
+    fn held_by(&self, namespace: &str, uid: &str) -> Vec<String> {
+        self.0.lock().map_or_else(
+            |_| Vec::new(),
+            |holds| {
+                holds
+                    .iter()
+                    .filter(|((ns, _), uids)| ns == namespace && uids.contains(uid))
+                    .map(|((_, name), _)| name.clone())
+                    .collect()
+            },
+        )
+    }
 }
 
 /// Whether the Secret as read for `bt` needs `bt`'s finalizer added (a Drop BoxTable whose
@@ -72,24 +141,98 @@ pub(super) fn out_of_date(bt: &BoxTable, secret: &DatabaseSecret) -> bool {
 pub(super) async fn sync(ctx: &Context, bt: &BoxTable, hold: bool) -> Result<(), GuardError> {
     let namespace = bt.namespace().unwrap_or_default();
     let name = &bt.spec.database.secret_ref.name;
+    sync_secret(ctx, &namespace, name, &finalizer_of(bt), hold).await
+}
+
+/// Takes `bt`'s finalizer off every Secret the watch saw carrying it that `bt` no longer keeps it
+/// on: a Secret `secretRef` has moved away from, or any Secret once `bt` is Retain.
+///
+/// # Errors
+/// The first [`GuardError`]; the other Secrets are still tried.
+///
+/// # Idempotency
+/// Nothing is written when no such Secret is known.
+pub(super) async fn release_stale(ctx: &Context, bt: &BoxTable) -> Result<(), GuardError> {
+    let namespace = bt.namespace().unwrap_or_default();
+    let uid = bt.uid().unwrap_or_default();
+    let stale: Vec<String> = ctx
+        .holds
+        .held_by(&namespace, &uid)
+        .into_iter()
+        .filter(|name| !keeps(bt, name))
+        .collect();
+    release_each(ctx, &namespace, &finalizer_of(bt), stale).await
+}
+
+/// Takes `bt`'s finalizer off every Secret in its namespace that carries it, as read from the API
+/// server now (its deletion is finished).
+///
+/// # Errors
+/// [`GuardError`] when the Secrets cannot be listed or one cannot be patched.
+///
+/// # Idempotency
+/// Secrets without the finalizer are left alone; running it again after success writes nothing.
+pub(super) async fn release_everywhere(ctx: &Context, bt: &BoxTable) -> Result<(), GuardError> {
+    let namespace = bt.namespace().unwrap_or_default();
+    let ours = finalizer_of(bt);
     let api: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
+    let listed = api
+        .list_metadata(&ListParams::default())
+        .await
+        .map_err(|source| GuardError::List {
+            namespace: namespace.clone(),
+            source,
+        })?;
+    let holding: Vec<String> = listed
+        .items
+        .iter()
+        .filter(|s| s.finalizers().contains(&ours))
+        .map(ResourceExt::name_any)
+        .collect();
+    release_each(ctx, &namespace, &ours, holding).await
+}
+
+async fn release_each(
+    ctx: &Context,
+    namespace: &str,
+    finalizer: &str,
+    names: Vec<String>,
+) -> Result<(), GuardError> {
+    let mut first_error = None;
+    for name in names {
+        if let Err(error) = sync_secret(ctx, namespace, &name, finalizer, false).await {
+            first_error.get_or_insert(error);
+        }
+    }
+    first_error.map_or(Ok(()), Err)
+}
+
+async fn sync_secret(
+    ctx: &Context,
+    namespace: &str,
+    name: &str,
+    ours: &str,
+    hold: bool,
+) -> Result<(), GuardError> {
+    let api: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
     let Some(secret) = api
         .get_metadata_opt(name)
         .await
         .map_err(|source| GuardError::Read {
-            namespace: namespace.clone(),
-            name: name.clone(),
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
             source,
         })?
     else {
         return Ok(());
     };
-    let ours = finalizer_of(bt);
     let mut finalizers = secret.metadata.finalizers.clone().unwrap_or_default();
-    let held = finalizers.contains(&ours);
+    let held = finalizers.iter().any(|f| f == ours);
     match (hold, held) {
-        (true, false) if secret.metadata.deletion_timestamp.is_none() => finalizers.push(ours),
-        (false, true) => finalizers.retain(|f| *f != ours),
+        (true, false) if secret.metadata.deletion_timestamp.is_none() => {
+            finalizers.push(ours.to_owned());
+        }
+        (false, true) => finalizers.retain(|f| f != ours),
         _ => return Ok(()),
     }
     // The resourceVersion makes the patch fail (409) if the Secret changed since it was read.
@@ -99,13 +242,21 @@ pub(super) async fn sync(ctx: &Context, bt: &BoxTable, hold: bool) -> Result<(),
             "finalizers": finalizers,
         }
     });
-    api.patch_metadata(name, &PatchParams::default(), &Patch::Merge(&patch))
+    match api
+        .patch_metadata(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
-        .map_err(|source| GuardError::Patch {
-            namespace: namespace.clone(),
-            name: name.clone(),
-            source,
-        })?;
+    {
+        Ok(_) => {}
+        // Gone since it was read: nothing is held any more.
+        Err(kube::Error::Api(status)) if status.code == 404 && !hold => {}
+        Err(source) => {
+            return Err(GuardError::Patch {
+                namespace: namespace.to_owned(),
+                name: name.to_owned(),
+                source,
+            });
+        }
+    }
     tracing::info!(secret = %name, hold, "secret finalizer updated");
     Ok(())
 }
