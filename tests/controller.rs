@@ -211,11 +211,14 @@ async fn deleting_with_drop_removes_the_table_and_its_history_then_the_object() 
         h.history_versions("sales", "outbox").await,
         Vec::<i32>::new()
     );
-    let dropped = h.events("orders").await;
-    assert!(
-        dropped.iter().any(|e| e.action.as_deref() == Some("Drop")),
-        "a Drop event is published: {dropped:?}"
-    );
+    // The event may be published after the finalizer went: wait for it rather than read once.
+    wait_until("a Drop event is published", || async {
+        h.events("orders")
+            .await
+            .iter()
+            .any(|e| e.action.as_deref() == Some("Drop"))
+    })
+    .await;
 }
 
 #[tokio::test]

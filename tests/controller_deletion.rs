@@ -67,6 +67,28 @@ async fn event_reasons(h: &Harness, name: &str) -> Vec<(String, String, String)>
         .collect()
 }
 
+/// Waits until an event of `name` matches `matches` (events are published after the status write
+/// that a test waits on, so reading them at once can miss the newest); returns all of them.
+async fn wait_for_event(
+    h: &Harness,
+    name: &str,
+    what: &str,
+    matches: impl Fn(&str, &str, &str) -> bool,
+) -> Vec<(String, String, String)> {
+    let started = std::time::Instant::now();
+    loop {
+        let events = event_reasons(h, name).await;
+        if events.iter().any(|(r, t, n)| matches(r, t, n)) {
+            return events;
+        }
+        assert!(
+            started.elapsed() < DEADLINE,
+            "gave up waiting for an event: {what}: {events:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 #[tokio::test]
 async fn deleting_the_loser_of_a_conflict_keeps_the_winners_table_and_its_rows() {
     let h = Harness::start().await;
@@ -83,13 +105,17 @@ async fn deleting_the_loser_of_a_conflict_keeps_the_winners_table_and_its_rows()
 
     assert!(h.table_exists("public.shared_outbox").await);
     assert_eq!(rows(&h, "public.shared_outbox").await, 1);
-    let events = event_reasons(&h, "dup-outbox").await;
-    assert!(
-        events.iter().any(|(r, t, n)| r == "TableKept"
-            && t == "Warning"
-            && n.contains(&format!("{}/shared-outbox", h.namespace))),
-        "the deletion says the table was kept, and whose it is: {events:?}"
-    );
+    wait_for_event(
+        &h,
+        "dup-outbox",
+        "the deletion says the table was kept, and whose it is",
+        |r, t, n| {
+            r == "TableKept"
+                && t == "Warning"
+                && n.contains(&format!("{}/shared-outbox", h.namespace))
+        },
+    )
+    .await;
     h.wait_for_passes(2).await;
     assert!(is_ready(&h.get("shared-outbox").await));
 }
@@ -152,13 +178,13 @@ async fn an_adopted_table_holding_messages_is_dropped_only_after_consent_naming_
         );
     }
     assert!(has_finalizer(&blocked));
-    let events = event_reasons(&h, "legacy").await;
-    assert!(
-        events
-            .iter()
-            .any(|(r, t, n)| r == "DropBlocked" && t == "Warning" && n.contains("confirm-drop")),
-        "a Warning event says what to do: {events:?}"
-    );
+    wait_for_event(
+        &h,
+        "legacy",
+        "a Warning event says what to do",
+        |r, t, n| r == "DropBlocked" && t == "Warning" && n.contains("confirm-drop"),
+    )
+    .await;
     // A resync later it is still waiting, and the data is still there.
     h.wait_for_passes(1).await;
     assert!(is_stalled_with(&h.get("legacy").await, "DropBlocked"));
@@ -172,12 +198,13 @@ async fn an_adopted_table_holding_messages_is_dropped_only_after_consent_naming_
     h.annotate("legacy", CONFIRM, "public.legacy_outbox").await;
     h.wait_gone("legacy").await;
     assert!(!h.table_exists("public.legacy_outbox").await);
-    let events = event_reasons(&h, "legacy").await;
-    assert!(
-        events.iter().any(|(r, _, n)| r == "Dropped"
-            && n.contains("it held 1000 rows, 1000 of them undispatched")),
-        "the drop says what it destroyed: {events:?}"
-    );
+    wait_for_event(
+        &h,
+        "legacy",
+        "the drop says what it destroyed",
+        |r, _t, n| r == "Dropped" && n.contains("it held 1000 rows, 1000 of them undispatched"),
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -219,11 +246,7 @@ async fn a_suspended_boxtable_that_never_touched_its_table_leaves_it_alone() {
     h.wait_gone("orders").await;
 
     assert!(h.table_exists("public.outbox").await);
-    let events = event_reasons(&h, "orders").await;
-    assert!(
-        events.iter().any(|(r, _, _)| r == "TableKept"),
-        "{events:?}"
-    );
+    wait_for_event(&h, "orders", "TableKept", |r, _t, _n| r == "TableKept").await;
 }
 
 #[tokio::test]
@@ -249,11 +272,10 @@ async fn a_drop_waiting_for_the_lock_shows_the_holder_and_survives_an_operator_s
         (seen.pid, seen.application_name.as_str()),
         (holder.pid, "orders-api")
     );
-    let events = event_reasons(&h, "orders").await;
-    assert!(
-        events.iter().any(|(r, _, _)| r == "WaitingForLock"),
-        "{events:?}"
-    );
+    wait_for_event(&h, "orders", "WaitingForLock", |r, _t, _n| {
+        r == "WaitingForLock"
+    })
+    .await;
 
     // A rolling update: this replica stops in the middle of the wait.
     h.stop().await;
