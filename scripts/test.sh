@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test: unit, PostgreSQL integration, controller and kubectl end-to-end against a real
-# Kubernetes control plane, and the local API server's own tests.
+# Kubernetes control plane (API faults injected by a proxy in front of it), the check that the
+# demo's local API server answers the operator's requests as kube-apiserver does, and the local
+# API server's own tests.
 # Starts a throwaway PostgreSQL unless DATABASE_URL is already set (it must then point at a
 # disposable server where the user may create databases and roles), and a throwaway control
 # plane (etcd, kube-apiserver, kube-controller-manager; built from Go modules the first time and

@@ -58,6 +58,15 @@ impl ResourceDef {
         }
     }
 
+    /// Whether a PUT must carry `metadata.resourceVersion` (kube refuses an unconditional update
+    /// of custom resources, CRDs and Leases with 422; Secrets, ConfigMaps, Namespaces and Events
+    /// allow it).
+    pub fn requires_resource_version_on_update(&self) -> bool {
+        self.custom
+            || self.plural == "customresourcedefinitions"
+            || (self.group == "coordination.k8s.io" && self.plural == "leases")
+    }
+
     /// Key of the storage bucket: group and plural (versions share storage).
     pub fn storage_key(&self) -> (String, String) {
         (self.group.clone(), self.plural.clone())

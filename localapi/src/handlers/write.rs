@@ -65,7 +65,13 @@ pub(super) fn put(shared: &Arc<Shared>, c: &Call<'_>) -> Result<Response, ApiErr
         .get(&c.target.def.storage_key(), &key(&c.target))
         .cloned()
         .ok_or_else(|| ApiError::not_found(subject(&c.target)))?;
-    let w = write::update(&mut state, &ctx, &old, body, c.target.def.custom)?;
+    let w = write::update(
+        &mut state,
+        &ctx,
+        &old,
+        body,
+        c.target.def.requires_resource_version_on_update(),
+    )?;
     after_write(&mut state, c, &w);
     Ok(written(&c.target, w))
 }

@@ -14,8 +14,8 @@ use crate::managed::Scope;
 use crate::meta::{self, meta_mut, meta_str};
 use crate::store::{EventType, State};
 
-/// Replaces `old` by `new` (PUT, patch, apply). `require_rv` enforces kube's rule that custom resources
-/// need `metadata.resourceVersion` on PUT.
+/// Replaces `old` by `new` (PUT, patch, apply). `require_rv` enforces kube's rule that custom
+/// resources, CRDs and Leases need `metadata.resourceVersion` on PUT.
 ///
 /// # Errors
 /// 400 for a name mismatch, 409 for a stale resourceVersion, 422 when invalid.

@@ -166,6 +166,17 @@ async fn kube_rs_watcher_finalizers_status_apply_events_and_leases_work() {
         matches!(err, kube::Error::Api(ref s) if s.code == 409),
         "{err:?}"
     );
+    // Like kube, a Lease update must say which version it replaces.
+    let mut unversioned = fresh.clone();
+    unversioned.metadata.resource_version = None;
+    let err = leases
+        .replace("boxtable-operator", &PostParams::default(), &unversioned)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 422),
+        "{err:?}"
+    );
 
     // The watcher survives dropped connections and a compacted history (410 -> relist).
     // The reconnect fails once, "b" is written and the history compacted meanwhile, so the re-watch gets
