@@ -68,8 +68,18 @@ impl ConvergeError {
         };
         Observed::Failed {
             reason: self.reason(),
-            message: crate::report::chain(self),
+            message: self.message(),
             lock,
+        }
+    }
+
+    /// What the status says about this failure: the error chain, without the "migration failed"
+    /// wrapper of a run (the runner's error names what was attempted, or what was found before
+    /// anything was attempted, like a missing schema).
+    pub fn message(&self) -> String {
+        match self {
+            ConvergeError::Run { source, .. } => crate::report::chain(source),
+            other => crate::report::chain(other),
         }
     }
 

@@ -251,6 +251,14 @@ async fn run(args: RunArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    match server.local_addr() {
+        Ok(addr) => {
+            tracing::info!(address = %addr, "serving /metrics, /healthz and /readyz on http://{addr}")
+        }
+        Err(error) => {
+            tracing::warn!(error = %report::chain(&error), "the metrics address is unknown")
+        }
+    }
     let serving = tokio::spawn(server.serve(metrics.clone(), readiness.clone(), shutdown.clone()));
     let client = match kube::Client::try_default().await {
         Ok(client) => client,

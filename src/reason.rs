@@ -164,6 +164,27 @@ impl Reason {
 }
 
 impl Reason {
+    /// Whether this reason is a failure, counted in `boxtable_failures_total`. Progress and
+    /// success are not, and neither are the states a user chose or is asked to decide:
+    /// `Suspended`, `Deleting`, `DropBlocked` (waiting for consent), `TableKept`, `Dropped`, and
+    /// `Cancelled` (a shutdown).
+    pub fn is_failure(self) -> bool {
+        !matches!(
+            self,
+            Reason::UpToDate
+                | Reason::Migrated
+                | Reason::AheadOfOperator
+                | Reason::WaitingForLock
+                | Reason::Migrating
+                | Reason::Suspended
+                | Reason::Deleting
+                | Reason::Dropped
+                | Reason::DropBlocked
+                | Reason::TableKept
+                | Reason::Cancelled
+        )
+    }
+
     /// Whether a Ready condition with this reason is still announced as a Warning event: the table
     /// is usable, but someone should look (a newer Brighter than the operator).
     pub fn warns_when_ready(self) -> bool {

@@ -385,3 +385,128 @@ async fn readiness_turns_true_once_the_boxtable_cache_has_synced() {
     })
     .await;
 }
+
+const REQUESTED: &str = "brighter.dev/reconcile-requested-at";
+
+#[tokio::test]
+async fn a_stalled_boxtable_says_when_it_retries_and_retries_at_once_when_a_reconcile_is_requested()
+{
+    // A resync far beyond the test's deadline: only the request can bring the retry forward.
+    let h = Harness::builder()
+        .resync(Duration::from_secs(600))
+        .start()
+        .await;
+    h.apply(boxtable("orders").schema("billing")).await;
+    let stalled = h.wait_stalled("orders", "SchemaNotFound").await;
+    let status = stalled.status.unwrap();
+    let message = &condition(&status, "Ready").unwrap().message;
+    println!("Stalled message: {message}");
+    assert!(
+        message.starts_with("schema billing does not exist"),
+        "nothing was attempted, so nothing says a migration failed: {message}"
+    );
+    assert!(
+        message.contains("next retry in 10m") && message.contains(REQUESTED),
+        "the message says when the next retry is and what brings it forward: {message}"
+    );
+    let reconciling = condition(&status, "Reconciling").unwrap();
+    assert!(
+        reconciling.status == "False" && !reconciling.message.is_empty(),
+        "{reconciling:?}"
+    );
+
+    h.sql()
+        .await
+        .batch_execute("CREATE SCHEMA billing")
+        .await
+        .unwrap();
+    h.annotate("orders", REQUESTED, "2026-12-01T12:00:00Z")
+        .await;
+
+    // Within the harness deadline (60 s), far before the 10 min resync.
+    let ready = h.wait_ready("orders").await.status.unwrap();
+    assert_eq!(ready.applied_version, Some(8));
+    assert!(h.table_exists("billing.outbox").await);
+}
+
+#[tokio::test]
+async fn a_long_lock_wait_shows_its_tries_and_time_waited_growing() {
+    let h = Harness::start().await;
+    let holder = h.hold_lock("orders-api", "public", "outbox").await;
+    h.apply(boxtable("orders").lock_timeout("50s")).await;
+
+    let waiting = |at_least_ms: u64| {
+        move |bt: &boxtable_operator::crd::BoxTable| {
+            bt.status
+                .as_ref()
+                .and_then(|s| s.lock.as_ref())
+                .is_some_and(|l| {
+                    l.state == LockState::Waiting
+                        && l.waited_milliseconds.is_some_and(|w| w >= at_least_ms)
+                })
+        }
+    };
+    let first = h.wait_for("orders", "a wait of 5 s", waiting(5_000)).await;
+    let lock = first.status.unwrap().lock.unwrap();
+    println!(
+        "after 5 s: attempts {:?}, waitedMilliseconds {:?}",
+        lock.attempts, lock.waited_milliseconds
+    );
+    assert!(lock.attempts.unwrap() >= 8, "{lock:?}");
+    assert_eq!(lock.holder.as_ref().map(|h| h.pid), Some(holder.pid));
+
+    let later = h
+        .wait_for("orders", "a wait of 10 s", waiting(10_000))
+        .await;
+    let later = later.status.unwrap().lock.unwrap();
+    println!(
+        "after 10 s: attempts {:?}, waitedMilliseconds {:?}",
+        later.attempts, later.waited_milliseconds
+    );
+    assert!(later.attempts > lock.attempts, "{later:?}");
+    let writes = h.status_writes("orders");
+    assert!(
+        writes <= 6,
+        "the wait is refreshed at a bounded rate, not on every try: {writes} status writes"
+    );
+
+    holder.release().await;
+    h.wait_ready("orders").await;
+}
+
+#[tokio::test]
+async fn only_a_drop_boxtable_carries_the_finalizer_and_it_follows_the_policy() {
+    let mut h = Harness::start().await;
+    let finalizers =
+        |bt: &boxtable_operator::crd::BoxTable| bt.metadata.finalizers.clone().unwrap_or_default();
+    h.apply(boxtable("orders")).await;
+    let ready = h.wait_ready("orders").await;
+    assert!(finalizers(&ready).is_empty(), "{:?}", finalizers(&ready));
+
+    h.patch_spec("orders", json!({"deletionPolicy": "Drop"}))
+        .await;
+    h.wait_for("orders", "the finalizer on a Drop BoxTable", |bt| {
+        finalizers(bt).iter().any(|f| f == "brighter.dev/cleanup") && is_ready(bt)
+    })
+    .await;
+
+    h.patch_spec("orders", json!({"deletionPolicy": "Retain"}))
+        .await;
+    h.wait_for("orders", "no finalizer once Retain again", |bt| {
+        finalizers(bt).is_empty() && is_ready(bt)
+    })
+    .await;
+    let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
+        kube::Api::namespaced(h.client.clone(), &h.namespace);
+    let secret = secrets.get(SECRET).await.unwrap();
+    assert!(
+        secret.metadata.finalizers.unwrap_or_default().is_empty(),
+        "the Secret is let go before the object can go without the operator"
+    );
+
+    // With the operator gone, a Retain BoxTable is deleted at once.
+    h.stop().await;
+    h.delete("orders").await;
+    h.wait_gone("orders").await;
+    assert!(h.table_exists("public.outbox").await);
+}

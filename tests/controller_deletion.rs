@@ -53,6 +53,16 @@ fn has_finalizer(bt: &BoxTable) -> bool {
         .is_some_and(|f| f.iter().any(|f| f == FINALIZER))
 }
 
+/// The value of the series `series` (like `boxtable_drops_total{result="failed"}`), 0 when absent.
+fn metric(h: &Harness, series: &str) -> f64 {
+    h.metrics
+        .encode()
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
 async fn event_reasons(h: &Harness, name: &str) -> Vec<(String, String, String)> {
     h.events(name)
         .await
@@ -178,6 +188,18 @@ async fn an_adopted_table_holding_messages_is_dropped_only_after_consent_naming_
         );
     }
     assert!(has_finalizer(&blocked));
+    let lock = blocked.status.as_ref().unwrap().lock.as_ref().unwrap();
+    assert_eq!(
+        lock.state,
+        LockState::Released,
+        "the blocked drop took the lock to look and let it go: {lock:?}"
+    );
+    assert!(metric(&h, "boxtable_drops_total{result=\"blocked\"}") >= 1.0);
+    assert_eq!(
+        metric(&h, "boxtable_failures_total{reason=\"DropBlocked\"}"),
+        0.0,
+        "waiting for consent is no failure"
+    );
     wait_for_event(
         &h,
         "legacy",
@@ -362,7 +384,7 @@ async fn a_drop_still_runs_when_the_spec_no_longer_plans() {
     // writable (validation ratcheting leaves an unchanged field alone), so the finalizer can go.
     let h = Harness::start().await;
     h.apply(boxtable("orders").drop_policy()).await;
-    h.wait_ready("orders").await;
+    let known = h.wait_ready("orders").await.status.unwrap().lock.unwrap();
     let older = OlderCrd::install(h.plane);
     // The API server takes up a CRD change a moment later: try until the old CRD admits 2h.
     let two_hours = json!({"spec": {"lock": {"timeout": "2h"}}});
@@ -391,7 +413,15 @@ async fn a_drop_still_runs_when_the_spec_no_longer_plans() {
         },
     )
     .await;
-    h.wait_stalled("orders", "InvalidSpec").await;
+    let refused = h
+        .wait_stalled("orders", "InvalidSpec")
+        .await
+        .status
+        .unwrap();
+    let kept = refused
+        .lock
+        .expect("status.lock survives a pass that refuses the spec");
+    assert_eq!((kept.key, kept.lock_key), (known.key, known.lock_key));
 
     h.delete("orders").await;
     h.wait_gone("orders").await;
@@ -493,4 +523,55 @@ async fn every_drop_runs_exactly_once_even_when_a_pass_is_queued_behind_it_on_a_
         twice.is_empty(),
         "the finalizer was removed twice: {twice:?}"
     );
+}
+
+#[tokio::test]
+async fn a_drop_that_times_out_on_the_lock_names_the_holder_in_its_conditions_and_counts_as_a_failed_drop()
+ {
+    let h = Harness::start().await;
+    h.apply(boxtable("orders").drop_policy().lock_timeout("1s"))
+        .await;
+    h.wait_ready("orders").await;
+    let holder = h.hold_lock("orders-api", "public", "outbox").await;
+
+    h.delete("orders").await;
+    let failed = h
+        .wait_for("orders", "DropFailed after a lock timeout", |bt| {
+            bt.status.as_ref().is_some_and(|s| {
+                reason(s) == "DropFailed"
+                    && s.lock
+                        .as_ref()
+                        .is_some_and(|l| l.state == LockState::TimedOut)
+            })
+        })
+        .await;
+    let status = failed.status.unwrap();
+    let message = &condition(&status, "Ready").unwrap().message;
+    println!("DropFailed message: {message}");
+    assert!(
+        message.contains(&holder.pid.to_string()) && message.contains("orders-api"),
+        "the condition names the holder: {message}"
+    );
+    assert!(!message.contains("drop failed:"), "{message}");
+    let lock = status.lock.as_ref().unwrap();
+    assert_eq!(lock.holder.as_ref().map(|h| h.pid), Some(holder.pid));
+    assert!(has(&status, "Reconciling", "True"));
+
+    assert!(metric(&h, "boxtable_failures_total{reason=\"DropFailed\"}") >= 1.0);
+    assert!(metric(&h, "boxtable_drops_total{result=\"failed\"}") >= 1.0);
+    assert!(metric(&h, "boxtable_lock_outcomes_total{outcome=\"timed_out\"}") >= 1.0);
+    for not_a_failure in ["Deleting", "Suspended"] {
+        assert_eq!(
+            metric(
+                &h,
+                &format!("boxtable_failures_total{{reason=\"{not_a_failure}\"}}")
+            ),
+            0.0
+        );
+    }
+
+    holder.release().await;
+    h.wait_gone("orders").await;
+    assert_eq!(metric(&h, "boxtable_drops_total{result=\"dropped\"}"), 1.0);
+    assert!(!h.table_exists("public.outbox").await);
 }

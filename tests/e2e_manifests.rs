@@ -233,6 +233,91 @@ fn the_immutability_rules_are_enforced_by_the_server_on_update() {
     }
 }
 
+#[test]
+fn spec_table_may_be_written_out_later_as_the_table_in_use_but_never_changed() {
+    let plane = control_plane();
+    let ns = plane.create_namespace("table-later");
+    let defaulted = boxtable(&ns, "orders", "");
+    plane
+        .kubectl_admin(&["apply", "-f", "-"], Some(&defaulted))
+        .unwrap();
+    // The defaulted table is the box's name, lowercased before use: any spelling of it is the
+    // same table.
+    for same in ["  table: outbox\n", "  table: Outbox\n"] {
+        let manifest = format!("{defaulted}{same}");
+        plane
+            .kubectl_admin(&["apply", "-f", "-"], Some(&manifest))
+            .unwrap_or_else(|e| panic!("adding {same:?}, the table in use, is refused: {e}"));
+    }
+    let out = plane.kubectl_as(
+        &plane.admin_kubeconfig,
+        &["apply", "-f", "-"],
+        Some(&format!("{defaulted}  table: orders_outbox\n")),
+    );
+    let err = stderr(&out);
+    assert!(
+        !out.status.success() && err.contains("table is immutable"),
+        "changing the table in use: {err}"
+    );
+}
+
+#[test]
+fn kubectl_explain_warns_that_drop_deletes_the_table_and_its_data() {
+    let plane = control_plane();
+    let explain = |field: &str| {
+        plane
+            .kubectl_admin(&["explain", &format!("boxtables.spec.{field}")], None)
+            .unwrap()
+    };
+    let deletion = explain("deletionPolicy");
+    println!("{deletion}");
+    let flat = deletion.split_whitespace().collect::<Vec<_>>().join(" ");
+    for needed in [
+        "DROPS THE TABLE AND ALL ITS DATA",
+        "brighter.dev/confirm-drop",
+        "adopted",
+        "DropBlocked",
+        "Deleting a BoxTable",
+    ] {
+        assert!(
+            flat.contains(needed),
+            "{needed:?} missing from:\n{deletion}"
+        );
+    }
+    let scope = explain("historyScope")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    for needed in [
+        "__BrighterMigrationHistory",
+        "Global",
+        "PerSchema",
+        "public",
+    ] {
+        assert!(scope.contains(needed), "{needed:?} missing from: {scope}");
+    }
+    for (field, needed) in [
+        ("database.secretRef.name", "namespace"),
+        ("database.secretRef.key", "connectionString"),
+        ("table", "status.table"),
+        ("schema", "never creates schemas"),
+        ("targetVersion", "never downgraded"),
+        ("lock.timeout", "LockTimeout"),
+        ("ddl.lockTimeout", "lock.timeout"),
+        ("ddl.statementTimeout", "rolls the whole"),
+        ("suspend", "DropBlocked"),
+    ] {
+        let text = explain(field)
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        assert!(
+            text.contains(needed),
+            "{field}: {needed:?} missing from: {text}"
+        );
+    }
+}
+
 /// Every `x-kubernetes-validations` rule in the CRD, as (JSON pointer of the schema, message).
 fn crd_rules() -> Vec<(String, String)> {
     fn walk(path: &str, schema: &Value, out: &mut Vec<(String, String)>) {
@@ -271,7 +356,7 @@ fn every_cel_rule_in_the_crd_is_exercised_against_the_server() {
         .map(|r| r.message)
         .chain([
             "box is immutable",
-            "table is immutable",
+            "table is immutable: it may only be written out as the table already in use (the default is the box's name)",
             "schema is immutable",
         ])
         .collect();

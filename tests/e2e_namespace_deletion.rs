@@ -177,3 +177,60 @@ async fn a_namespace_deleted_while_the_operator_is_down_completes_once_it_is_bac
     wait_namespace_gone(&cluster, ns).await;
     assert_drops_done_and_retain_kept(&cluster).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_operator_gone_retain_boxtables_and_their_namespace_are_deleted_without_hanging() {
+    let cluster = Cluster::start().await;
+    let ns = "uninstall-retain";
+    let mut operator = cluster.operator(ns, "e2e-uninstall-retain");
+    cluster.secret(ns, "db").await;
+    cluster
+        .apply(
+            boxtable(ns, "kept-a", "kept_a", "Retain")
+                + &boxtable(ns, "kept-b", "kept_b", "Retain")
+                + &boxtable(ns, "kept-c", "kept_c", "Retain"),
+        )
+        .await;
+    cluster
+        .kubectl_ok(&[
+            "-n",
+            ns,
+            "wait",
+            "--for=condition=Ready",
+            "boxtable",
+            "--all",
+            "--timeout=120s",
+        ])
+        .await;
+    let finalizers = cluster
+        .kubectl_ok(&[
+            "-n",
+            ns,
+            "get",
+            "boxtable",
+            "-o",
+            "jsonpath={.items[*].metadata.finalizers}",
+        ])
+        .await;
+    assert_eq!(finalizers.trim(), "", "Retain BoxTables carry no finalizer");
+    assert_eq!(secret_finalizers(&cluster, ns).await, "");
+
+    // Uninstalling the operator first: it is stopped (here) or removed, and nothing is left to
+    // remove a finalizer.
+    operator.signal("TERM");
+    operator.child.wait().unwrap();
+
+    cluster
+        .kubectl_ok(&["-n", ns, "delete", "boxtable", "kept-a", "--timeout=60s"])
+        .await;
+    cluster
+        .kubectl_ok(&["delete", "namespace", ns, "--wait=false"])
+        .await;
+    wait_namespace_gone(&cluster, ns).await;
+    for table in ["kept_a", "kept_b", "kept_c"] {
+        assert!(
+            table_exists(&cluster, table).await,
+            "{table}: Retain keeps the table"
+        );
+    }
+}

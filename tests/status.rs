@@ -467,6 +467,51 @@ fn every_condition_carries_the_generation_and_a_reason() {
 }
 
 #[test]
+fn no_condition_carries_a_reason_without_a_message() {
+    for observed in every_observation() {
+        let status = status_of(&observed);
+        for c in &status.conditions {
+            assert!(
+                !c.message.is_empty(),
+                "{} {} with reason {} has no message, after {observed:?}",
+                c.type_,
+                c.status,
+                c.reason
+            );
+        }
+    }
+}
+
+#[test]
+fn a_given_up_status_says_in_reconciling_that_it_is_not_retrying() {
+    let status = status_of(&failed(
+        Reason::SchemaNotFound,
+        "schema sales does not exist",
+    ));
+    let reconciling = condition(&status, "Reconciling");
+    assert_eq!(reconciling.status, "False");
+    assert_eq!(
+        reconciling.message,
+        "given up until something changes: schema sales does not exist"
+    );
+}
+
+#[test]
+fn the_lock_once_known_survives_every_kind_of_pass_with_or_without_a_plan() {
+    let known = status_of(&waiting_for(Some(holder(4242, "orders-api"))));
+    assert!(known.lock.is_some());
+    for observed in every_observation() {
+        for plan in [Some(boxtable().plan()), None] {
+            let status = desired_status(Some(&known), 2, plan.as_ref(), &observed, t(60));
+            let lock = status
+                .lock
+                .unwrap_or_else(|| panic!("the lock went after {observed:?} (plan: {plan:?})"));
+            assert_eq!(lock.key, known.lock.as_ref().unwrap().key, "{observed:?}");
+        }
+    }
+}
+
+#[test]
 fn timestamps_alone_do_not_cause_a_write() {
     let plan = boxtable().plan();
     let first = desired_status(

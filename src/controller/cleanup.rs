@@ -5,7 +5,7 @@
 //! drop waiting for the lock, blocked for consent or by `suspend`, failing, or cut short by a
 //! shutdown (the next replica resumes it).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kube::ResourceExt;
 use kube::api::Api;
@@ -15,14 +15,13 @@ use super::events::{self, Transition};
 use super::pass::Pass;
 use super::reconcile::{Context, ReconcileError, application_name, owner_of, read_secret, target};
 use super::schedule::Trigger;
-use crate::converge;
 use crate::crd::{BoxTable, CONFIRM_DROP_ANNOTATION, DeletionPolicy, LockState};
 use crate::migrate::ownership::Origin;
 use crate::migrate::{DropBlock, DropRequest, DropVerdict, Plan, Rows};
 use crate::reason::Reason;
 use crate::report::chain;
 use crate::status::{LockObservation, Observed};
-use crate::telemetry::{LockOutcome, ReconcileResult};
+use crate::telemetry::{DropResult, LockOutcome, ReconcileResult};
 
 /// What a cleanup pass decided about the finalizer.
 #[derive(Debug)]
@@ -76,14 +75,17 @@ pub(super) async fn cleanup(
         consent: consented(bt, &plan),
         suspended: bt.spec.suspend,
     };
-    let result = drop_reporting_waits(&mut pass, &plan, &request, &target).await;
+    let (on_waiting, contention) = super::pass::contention();
+    let run = crate::converge::drop(&target, &plan, &request, &ctx.shutdown, on_waiting);
+    let result = pass.run_reporting_waits(&plan, contention, run).await;
     let table = plan.table.to_string();
     match result {
         Ok(outcome) => {
             ctx.metrics
                 .record_lock(LockOutcome::Acquired, outcome.lock.waited);
-            let (warning, reason, note) = match outcome.verdict {
+            let (result, warning, reason, note) = match outcome.verdict {
                 DropVerdict::Dropped { origin, rows } => (
+                    DropResult::Dropped,
                     false,
                     Reason::Dropped,
                     format!(
@@ -96,6 +98,7 @@ pub(super) async fn cleanup(
                     ),
                 ),
                 DropVerdict::AlreadyGone => (
+                    DropResult::AlreadyGone,
                     false,
                     Reason::Dropped,
                     format!(
@@ -104,6 +107,7 @@ pub(super) async fn cleanup(
                     ),
                 ),
                 DropVerdict::Kept { owner: Some(owner) } => (
+                    DropResult::Kept,
                     true,
                     Reason::TableKept,
                     format!(
@@ -112,6 +116,7 @@ pub(super) async fn cleanup(
                     ),
                 ),
                 DropVerdict::Kept { owner: None } => (
+                    DropResult::Kept,
                     true,
                     Reason::TableKept,
                     format!(
@@ -119,10 +124,13 @@ pub(super) async fn cleanup(
                     ),
                 ),
                 DropVerdict::Blocked(block) => {
+                    ctx.metrics.record_drop(DropResult::Blocked);
                     let message = blocked_message(bt, &pass.namespace, &table, block);
-                    return keep_blocked(pass, &plan, &message).await;
+                    let lock = released_lock(outcome.lock);
+                    return keep_blocked(pass, &plan, &message, lock).await;
                 }
             };
+            ctx.metrics.record_drop(result);
             tracing::info!(table = %table, reason = %reason, "{note}");
             events::publish(
                 &ctx.recorder,
@@ -157,44 +165,21 @@ pub(super) async fn cleanup(
             };
             let hint =
                 "deletion waits until the drop succeeds (or set spec.deletionPolicy to Retain)";
-            keep_failed(pass, &plan, &chain(&error), hint, lock).await
+            keep_failed(pass, &plan, &error.message(), hint, lock).await
         }
     }
 }
 
-/// Runs the drop, writing a `Waiting` status (with the holder) as soon as the lock is found taken.
-async fn drop_reporting_waits(
-    pass: &mut Pass<'_>,
-    plan: &Plan,
-    request: &DropRequest,
-    target: &converge::Target<'_>,
-) -> Result<crate::migrate::DropOutcome, converge::ConvergeError> {
-    let ctx = pass.ctx;
-    let (contended_tx, contended_rx) = tokio::sync::oneshot::channel();
-    let run = converge::drop(target, plan, request, &ctx.shutdown, move |holder| {
-        let _ = contended_tx.send((holder, Instant::now()));
-    });
-    let waiting = async {
-        match contended_rx.await {
-            Ok((holder, _)) => Some(Observed::Waiting(LockObservation::waiting(
-                1,
-                Duration::ZERO,
-                holder,
-            ))),
-            Err(_) => None,
-        }
+/// The lock as a drop that took it and let it go again saw it (a first try that got it is no
+/// wait, so an unchanged blocked drop does not rewrite its status on every resync).
+fn released_lock(report: crate::lock::AcquireReport) -> LockObservation {
+    let now = jiff::Timestamp::now();
+    let waited = if report.attempts <= 1 {
+        Duration::ZERO
+    } else {
+        report.waited
     };
-    tokio::pin!(run);
-    tokio::select! {
-        biased;
-        result = &mut run => result,
-        Some(observed) = waiting => {
-            if let Err(error) = pass.publish(Some(plan), &observed).await {
-                tracing::warn!(error = %chain(&error), "writing the waiting status failed");
-            }
-            run.await
-        }
-    }
+    LockObservation::released(report.attempts, waited, now, now)
 }
 
 /// Whether the status already shows this deletion (so a retry does not flip it back to
@@ -282,11 +267,12 @@ async fn keep_blocked(
     mut pass: Pass<'_>,
     plan: &Plan,
     message: &str,
+    lock: LockObservation,
 ) -> Result<Cleanup, ReconcileError> {
     let observed = Observed::Failed {
         reason: Reason::DropBlocked,
-        message: message.to_owned(),
-        lock: None,
+        message: format!("{message}; {}", super::pass::retry_note(pass.ctx.resync)),
+        lock: Some(lock),
     };
     pass.publish(Some(plan), &observed).await?;
     let ctx = pass.ctx;
@@ -316,6 +302,7 @@ async fn keep_failed(
     let ctx = pass.ctx;
     let uid = pass.bt.uid().unwrap_or_default();
     ctx.metrics.record_failure(Reason::DropFailed);
+    ctx.metrics.record_drop(DropResult::Failed);
     ctx.metrics
         .record_reconcile(ReconcileResult::Retry, pass.started.elapsed());
     let delay = ctx.backoff.on_failure(&uid);

@@ -1,6 +1,8 @@
-//! The `brighter.dev/cleanup` finalizer: added before the first pass changes anything, removed only
-//! when a deletion is finished (the table dropped, provably gone, not this BoxTable's, or kept by
-//! `Retain`).
+//! The `brighter.dev/cleanup` finalizer, carried only by `deletionPolicy: Drop` BoxTables: added
+//! before the first pass changes anything (or when the policy becomes Drop), removed when the
+//! policy becomes Retain or when a deletion is finished (the table dropped, provably gone, not
+//! this BoxTable's). A Retain BoxTable has nothing to do on deletion, so it carries none, and
+//! deleting it (or its namespace, or the CRD) never waits for the operator.
 //!
 //! kube's `finalizer` helper removes the finalizer whenever cleanup returns `Ok`, so a deletion
 //! that must wait (a drop blocked for consent, a shutdown in the middle of a lock wait) would have
@@ -12,7 +14,12 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
-use crate::crd::{BoxTable, FINALIZER};
+use crate::crd::{BoxTable, DeletionPolicy, FINALIZER};
+
+/// Whether `bt` needs the finalizer: its deletion has work to do (`deletionPolicy: Drop`).
+pub fn needed(bt: &BoxTable) -> bool {
+    bt.spec.deletion_policy == DeletionPolicy::Drop
+}
 
 /// Whether `bt` carries the finalizer.
 pub fn has(bt: &BoxTable) -> bool {

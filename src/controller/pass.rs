@@ -1,7 +1,9 @@
 //! One pass over one BoxTable: computing its status, writing it only when it changed, publishing
-//! the transitions as events, and deciding when the object is due again.
+//! the transitions as events, reporting a lock wait while it lasts, and deciding when the object
+//! is due again.
 
-use std::time::Instant;
+use std::future::Future;
+use std::time::{Duration, Instant};
 
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
@@ -9,11 +11,29 @@ use kube::runtime::controller::Action;
 
 use super::events;
 use super::reconcile::{Context, ReconcileError};
-use crate::crd::{BoxTable, BoxTableStatus, FIELD_MANAGER};
+use crate::crd::{BoxTable, BoxTableStatus, FIELD_MANAGER, RECONCILE_REQUESTED_ANNOTATION};
+use crate::lock::Holder;
 use crate::migrate::Plan;
 use crate::reason::Reason;
-use crate::status::{self, Observed};
+use crate::status::{self, LockObservation, Observed};
 use crate::telemetry::ReconcileResult;
+
+/// How often a running lock wait refreshes `attempts` and `waitedMilliseconds` in the status: often
+/// enough that a long wait visibly progresses, rarely enough that a wait costs one write per
+/// interval, not one per try.
+pub(super) const WAIT_PROGRESS: Duration = Duration::from_secs(5);
+
+/// The receiving end of a run's "the lock is taken" callback (see [`contention`]).
+pub(super) struct Contention(tokio::sync::oneshot::Receiver<(Option<Holder>, Instant)>);
+
+/// A callback to hand to a run as its `on_waiting`, and the [`Contention`] that hears from it.
+pub(super) fn contention() -> (impl FnOnce(Option<Holder>) + Send, Contention) {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let notify = move |holder| {
+        let _ = tx.send((holder, Instant::now()));
+    };
+    (notify, Contention(rx))
+}
 
 /// A pass in progress for one object: what is known and what was last written.
 pub(super) struct Pass<'a> {
@@ -83,6 +103,48 @@ impl<'a> Pass<'a> {
         Ok(())
     }
 
+    /// Drives `run` (a migration or a drop) to its end; once `contention` says the lock is taken,
+    /// writes a `Waiting` status naming the holder at once and refreshes its tries and time waited
+    /// every [`WAIT_PROGRESS`] until the run ends. Status write failures are logged: the run goes on.
+    ///
+    /// The tries shown while waiting follow the lock's poll schedule (the count at the end of a
+    /// wait, written with the outcome, is the one the lock loop made).
+    pub(super) async fn run_reporting_waits<F: Future>(
+        &mut self,
+        plan: &Plan,
+        contention: Contention,
+        run: F,
+    ) -> F::Output {
+        tokio::pin!(run);
+        let (holder, since) = tokio::select! {
+            biased;
+            output = &mut run => return output,
+            contended = contention.0 => match contended {
+                Ok(contended) => contended,
+                Err(_) => return run.await,
+            },
+        };
+        let start = tokio::time::Instant::from_std(since) + WAIT_PROGRESS;
+        let mut progress = tokio::time::interval_at(start, WAIT_PROGRESS);
+        progress.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            let waited = since.elapsed();
+            let observed = Observed::Waiting(LockObservation::waiting(
+                crate::lock::tries_within(waited),
+                waited,
+                holder.clone(),
+            ));
+            if let Err(error) = self.publish(Some(plan), &observed).await {
+                tracing::warn!(error = %crate::report::chain(&error), "writing the waiting status failed");
+            }
+            tokio::select! {
+                biased;
+                output = &mut run => return output,
+                _ = progress.tick() => {}
+            }
+        }
+    }
+
     /// After a shutdown cut a lock wait or a run short: writes that nothing happens any more (the
     /// lock as it stood before this pass, so no `Waiting` and no holder), so the status never
     /// claims a wait that has ended. Failures are logged: the process is stopping.
@@ -103,39 +165,71 @@ impl<'a> Pass<'a> {
         }
     }
 
-    /// Writes the final status of a pass and decides when to come back.
+    /// Writes the final status of a pass and decides when to come back. A given-up status says
+    /// when the next try is and what brings it forward.
     pub(super) async fn finish(
         mut self,
         plan: Option<&Plan>,
         observed: Observed,
     ) -> Result<Action, ReconcileError> {
-        self.publish(plan, &observed).await?;
         let uid = self.bt.uid().unwrap_or_default();
-        let metrics = &self.ctx.metrics;
-        let elapsed = self.started.elapsed();
+        let ctx = self.ctx;
         let (result, delay) = match &observed {
             Observed::Failed { reason, .. } if !reason.is_stalled() => {
-                metrics.record_failure(*reason);
-                (ReconcileResult::Retry, self.ctx.backoff.on_failure(&uid))
+                (ReconcileResult::Retry, ctx.backoff.on_failure(&uid))
             }
-            Observed::Failed { reason, .. } => {
-                metrics.record_failure(*reason);
-                self.ctx.backoff.on_success(&uid);
-                (ReconcileResult::Stalled, self.ctx.resync)
-            }
-            Observed::Conflict { .. } => {
-                metrics.record_failure(Reason::TableConflict);
-                (ReconcileResult::Stalled, self.ctx.resync)
+            Observed::Failed { .. } | Observed::Conflict { .. } => {
+                ctx.backoff.on_success(&uid);
+                (ReconcileResult::Stalled, ctx.resync)
             }
             _ => {
-                self.ctx.backoff.on_success(&uid);
-                (ReconcileResult::Success, self.ctx.resync)
+                ctx.backoff.on_success(&uid);
+                (ReconcileResult::Success, ctx.resync)
             }
         };
-        metrics.record_reconcile(result, elapsed);
-        self.ctx
-            .schedule
+        let observed = with_retry_note(observed, plan, delay);
+        self.publish(plan, &observed).await?;
+        if let Observed::Failed { reason, .. } = &observed {
+            ctx.metrics.record_failure(*reason);
+        }
+        ctx.metrics.record_reconcile(result, self.started.elapsed());
+        ctx.schedule
             .record(&uid, &super::schedule::Trigger::of(self.bt), delay);
         Ok(Action::requeue(delay))
+    }
+}
+
+/// What a given-up status adds to its message: when the operator tries again by itself, and what
+/// makes it try at once.
+pub(super) fn retry_note(delay: Duration) -> String {
+    format!(
+        "next retry in {} (the resync interval), or at once when the spec or the Secret changes or annotation {RECONCILE_REQUESTED_ANNOTATION} is set to a new value",
+        crate::duration::format_duration(Duration::from_secs(delay.as_secs().max(1)))
+    )
+}
+
+/// `observed` with the retry note appended when it gives up (a conflict becomes the failure it
+/// is, so it carries the note too).
+fn with_retry_note(observed: Observed, plan: Option<&Plan>, delay: Duration) -> Observed {
+    match observed {
+        Observed::Failed {
+            reason,
+            message,
+            lock,
+        } if reason.is_stalled() => Observed::Failed {
+            reason,
+            message: format!("{message}; {}", retry_note(delay)),
+            lock,
+        },
+        Observed::Conflict { other } => Observed::Failed {
+            reason: Reason::TableConflict,
+            message: format!(
+                "{}; {}",
+                status::conflict_message(plan, &other),
+                retry_note(delay)
+            ),
+            lock: None,
+        },
+        observed => observed,
     }
 }

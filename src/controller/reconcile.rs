@@ -1,5 +1,9 @@
 //! Reconciling one BoxTable: finalizer glue around `apply` (converge the table against its
 //! database) and `cleanup` (in `cleanup.rs`); the status each pass writes is handled in `pass.rs`.
+//!
+//! Only a `deletionPolicy: Drop` BoxTable carries the finalizer: it is added before the first
+//! pass changes anything (and when the policy becomes Drop), and removed when the policy becomes
+//! Retain, so Retain BoxTables (and their namespaces) can always be deleted, operator or not.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -26,7 +30,7 @@ use crate::migrate::ownership::Owner;
 use crate::migrate::{BoxKind, Plan, RunPath};
 use crate::reason::Reason;
 use crate::report::chain;
-use crate::status::{LockObservation, Observed};
+use crate::status::Observed;
 use crate::telemetry::{BoxLabel, LockOutcome, Metrics, ReconcileResult};
 
 /// What every reconcile pass shares.
@@ -106,9 +110,14 @@ pub async fn reconcile(bt: Arc<BoxTable>, ctx: Arc<Context>) -> Result<Action, R
         // A trigger queued before the finalizer went; the cache has not seen the object go yet.
         return Ok(Action::await_change());
     }
-    if let Some(wait) = ctx.schedule.not_due(&uid, &Trigger::of(&bt)) {
-        tracing::debug!(due_in = ?wait, "not due: no spec, deletion, consent or secret change since the last pass");
+    let trigger = Trigger::of(&bt);
+    if let Some(wait) = ctx.schedule.not_due(&uid, &trigger) {
+        tracing::debug!(due_in = ?wait, "not due: no spec, deletion, consent, request or secret change since the last pass");
         return Ok(Action::requeue(wait));
+    }
+    if ctx.schedule.newly_requested(&uid, &trigger) {
+        tracing::info!(boxtable = %format!("{namespace}/{}", bt.name_any()), "reconcile requested by annotation; retrying now with the backoff reset");
+        ctx.backoff.on_success(&uid);
     }
     let api: Api<BoxTable> = Api::namespaced(ctx.client.clone(), &namespace);
     let _in_flight = ctx.metrics.reconcile_started();
@@ -136,12 +145,22 @@ pub async fn reconcile(bt: Arc<BoxTable>, ctx: Arc<Context>) -> Result<Action, R
             }
             Err(error) => Err(error),
         }
-    } else if finalizer::has(&bt) {
-        apply(&bt, &ctx, &api).await
     } else {
-        match finalizer::add(&api, &bt).await {
-            Ok(updated) => apply(&updated, &ctx, &api).await,
-            Err(error) => Err(ReconcileError::AddFinalizer(error)),
+        match (finalizer::needed(&bt), finalizer::has(&bt)) {
+            (true, false) => match finalizer::add(&api, &bt).await {
+                Ok(updated) => apply(&updated, &ctx, &api).await,
+                Err(error) => Err(ReconcileError::AddFinalizer(error)),
+            },
+            // Now Retain: let go of the Secrets first (nothing would release them once the
+            // object can go without the operator), then of the object's finalizer.
+            (false, true) => match super::secret_guard::release_everywhere(&ctx, &bt).await {
+                Err(error) => Err(ReconcileError::ReleaseSecret(error)),
+                Ok(()) => match finalizer::remove(&api, &bt).await {
+                    Ok(()) => apply(&bt, &ctx, &api).await,
+                    Err(error) => Err(ReconcileError::RemoveFinalizer(error)),
+                },
+            },
+            _ => apply(&bt, &ctx, &api).await,
         }
     };
     if result.is_err() {
@@ -267,46 +286,33 @@ async fn apply(
 }
 
 /// Runs the migration, writing a `Waiting` status (with the holder) as soon as the lock is found
-/// taken, then the outcome.
+/// taken and refreshing it while the wait lasts, then the outcome.
 async fn migrate(
     mut pass: Pass<'_>,
     plan: &Plan,
     target: &Target<'_>,
 ) -> Result<Action, ReconcileError> {
     let ctx = pass.ctx;
-    let (contended_tx, contended_rx) = tokio::sync::oneshot::channel();
-    let run = converge::migrate(target, plan, &ctx.shutdown, move |holder| {
-        let _ = contended_tx.send((holder, Instant::now()));
-    });
-    let waiting = async {
-        match contended_rx.await {
-            Ok((holder, _)) => Some(Observed::Waiting(LockObservation::waiting(
-                1,
-                Duration::ZERO,
-                holder,
-            ))),
-            Err(_) => None,
-        }
-    };
-    tokio::pin!(run);
-    let result = tokio::select! {
-        biased;
-        result = &mut run => result,
-        Some(observed) = waiting => {
-            if let Err(error) = pass.publish(Some(plan), &observed).await {
-                tracing::warn!(error = %chain(&error), "writing the waiting status failed");
-            }
-            run.await
-        }
-    };
+    let (on_waiting, contention) = super::pass::contention();
+    let run = converge::migrate(target, plan, &ctx.shutdown, on_waiting);
+    let result = pass.run_reporting_waits(plan, contention, run).await;
     let observed = match result {
         Ok(outcome) => {
             if let Some(lock) = &outcome.lock {
                 ctx.metrics.record_lock(LockOutcome::Acquired, lock.waited);
             }
-            let steps = u64::from(outcome.to_version.saturating_sub(outcome.from_version));
-            if outcome.path != RunPath::UpToDate {
+            let steps = steps_applied(&outcome);
+            if steps > 0 {
                 ctx.metrics.record_migrations(box_label(plan.kind), steps);
+                tracing::info!(
+                    table = %plan.table,
+                    path = ?outcome.path,
+                    from_version = outcome.from_version,
+                    to_version = outcome.to_version,
+                    steps,
+                    duration_ms = u64::try_from(outcome.duration.as_millis()).unwrap_or(u64::MAX),
+                    "migrated"
+                );
             }
             if outcome.lock_lost_after_commit {
                 ctx.metrics.record_lock_lost_after_commit();
@@ -339,6 +345,19 @@ async fn migrate(
         }
     };
     pass.finish(Some(plan), observed).await
+}
+
+/// The migration steps a run applied, as `boxtable_migrations_applied_total` counts them: a fresh
+/// install is one step (the table created at its target version, one history row, as `plan`
+/// shows it), an upgrade one step per version it passed, an up-to-date check none.
+pub fn steps_applied(outcome: &crate::migrate::Outcome) -> u64 {
+    match outcome.path {
+        RunPath::UpToDate => 0,
+        RunPath::Fresh => 1,
+        RunPath::Bootstrap | RunPath::Normal => {
+            u64::from(outcome.to_version.saturating_sub(outcome.from_version))
+        }
+    }
 }
 
 /// Where a BoxTable's table lives, from its Secret.

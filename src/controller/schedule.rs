@@ -2,7 +2,7 @@
 //! writes do not start another pass (which, for a contended lock, would wait all over again).
 //!
 //! A pass runs when the object is new, its [`Trigger`] changed (generation, deletion, the
-//! drop-consent annotation), its Secret changed, or its requeue time has come; any other trigger
+//! drop-consent annotation, the reconcile-request annotation), its Secret changed, or its requeue time has come; any other trigger
 //! (above all the watch event of the operator's own status write) is answered with "come back at
 //! the due time". So a deletion that cannot finish makes one pass per backoff step, not one per
 //! status write.
@@ -17,7 +17,7 @@ use std::time::Duration;
 use kube::ResourceExt;
 use tokio::time::Instant;
 
-use crate::crd::{BoxTable, CONFIRM_DROP_ANNOTATION};
+use crate::crd::{BoxTable, CONFIRM_DROP_ANNOTATION, RECONCILE_REQUESTED_ANNOTATION};
 
 /// How long a released object is remembered (far longer than a queued trigger can wait).
 const RELEASED_MEMORY: Duration = Duration::from_secs(600);
@@ -28,6 +28,7 @@ pub struct Trigger {
     generation: i64,
     deleting: bool,
     confirm_drop: Option<String>,
+    requested: Option<String>,
 }
 
 impl Trigger {
@@ -37,6 +38,10 @@ impl Trigger {
             generation: bt.metadata.generation.unwrap_or(0),
             deleting: bt.metadata.deletion_timestamp.is_some(),
             confirm_drop: bt.annotations().get(CONFIRM_DROP_ANNOTATION).cloned(),
+            requested: bt
+                .annotations()
+                .get(RECONCILE_REQUESTED_ANNOTATION)
+                .cloned(),
         }
     }
 }
@@ -105,6 +110,17 @@ impl Schedule {
         }
     }
 
+    /// Whether `trigger` carries a reconcile request the last recorded pass of `uid` did not see
+    /// (a new value of the annotation; a first pass sees no request as new).
+    pub fn newly_requested(&self, uid: &str, trigger: &Trigger) -> bool {
+        let Ok(due) = self.due.lock() else {
+            return false;
+        };
+        due.get(uid).is_some_and(|seen| {
+            trigger.requested.is_some() && seen.trigger.requested != trigger.requested
+        })
+    }
+
     /// `None` when a pass should run now; otherwise how long until the object is due.
     pub fn not_due(&self, uid: &str, trigger: &Trigger) -> Option<Duration> {
         if self
@@ -133,6 +149,7 @@ mod tests {
             generation,
             deleting: false,
             confirm_drop: None,
+            requested: None,
         }
     }
 
@@ -183,6 +200,27 @@ mod tests {
             ..deleting
         };
         assert_eq!(schedule.not_due("a", &confirmed), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_new_reconcile_request_runs_at_once_and_is_new_only_once() {
+        let schedule = Schedule::default();
+        let requested = |value: &str| Trigger {
+            requested: Some(value.to_owned()),
+            ..at(1)
+        };
+        schedule.record("a", &at(1), Duration::from_secs(300));
+        assert!(schedule.not_due("a", &at(1)).is_some());
+        assert_eq!(schedule.not_due("a", &requested("t1")), None);
+        assert!(schedule.newly_requested("a", &requested("t1")));
+        schedule.record("a", &requested("t1"), Duration::from_secs(300));
+        assert!(!schedule.newly_requested("a", &requested("t1")));
+        assert!(schedule.not_due("a", &requested("t1")).is_some());
+        assert!(schedule.newly_requested("a", &requested("t2")));
+        assert!(
+            !schedule.newly_requested("b", &requested("t1")),
+            "a first pass"
+        );
     }
 
     #[tokio::test(start_paused = true)]

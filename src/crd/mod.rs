@@ -34,6 +34,9 @@ pub const FINALIZER: &str = "brighter.dev/cleanup";
 /// (`schema.table`, as `status.table` shows it). Needed when the table holds rows or was adopted
 /// rather than created by the BoxTable.
 pub const CONFIRM_DROP_ANNOTATION: &str = "brighter.dev/confirm-drop";
+/// The annotation that asks for a pass now: any new value (a timestamp, by convention) starts one
+/// at once and resets the retry backoff, as Flux's `reconcile.fluxcd.io/requestedAt` does.
+pub const RECONCILE_REQUESTED_ANNOTATION: &str = "brighter.dev/reconcile-requested-at";
 /// The prefix of the finalizer the operator keeps on a Secret for each `deletionPolicy: Drop`
 /// BoxTable that needs it to reach its database (`drop.brighter.dev/<BoxTable uid>`): deleting
 /// the namespace (or the Secret) then waits for every drop instead of taking the connection
@@ -103,8 +106,8 @@ pub const INBOX_LATEST_VERSION: u32 = 2;
 #[schemars(transform = kubernetes_integer_formats)]
 #[schemars(extend("x-kubernetes-validations" = [
     {
-        "rule": "has(self.table) == has(oldSelf.table)",
-        "message": "table is immutable"
+        "rule": "(has(self.table) ? self.table.lowerAscii() : self.box.lowerAscii()) == (has(oldSelf.table) ? oldSelf.table.lowerAscii() : oldSelf.box.lowerAscii())",
+        "message": "table is immutable: it may only be written out as the table already in use (the default is the box's name)"
     },
     {
         "rule": "self.box == 'Inbox' || !has(self.payload) || !(self.payload in ['Json', 'Jsonb'])",
@@ -116,21 +119,26 @@ pub const INBOX_LATEST_VERSION: u32 = 2;
     }
 ]))]
 pub struct BoxTableSpec {
-    /// Which Brighter table: `Outbox` or `Inbox`. Immutable.
+    /// Which Brighter table: `Outbox` (messages to dispatch) or `Inbox` (messages already handled).
+    /// It decides the columns, the versions (outbox 1 to 8, inbox 1 to 2) and the default table
+    /// name. Immutable.
     #[serde(rename = "box")]
     #[schemars(extend("x-kubernetes-validations" = [{"rule": "self == oldSelf", "message": "box is immutable"}]))]
     pub box_kind: BoxKind,
 
-    /// The table name; defaults to `Outbox` or `Inbox` by box. Lowercased before use. Immutable.
+    /// The table name, as the Brighter application's configuration names it; defaults to the box
+    /// (`outbox` or `inbox`). A letter, then letters, digits and `_`, at most 63 bytes; lowercased
+    /// before use (`Outbox` and `outbox` are one table), never quoted with capitals. Immutable:
+    /// it may be added later only as the table already in use (`status.table`); any other change
+    /// is refused, because the operator would leave the old table behind and create a new one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(
-        regex(pattern = IDENT_PATTERN),
-        length(min = 1, max = MAX_IDENT_BYTES),
-        extend("x-kubernetes-validations" = [{"rule": "self == oldSelf", "message": "table is immutable"}])
-    )]
+    #[schemars(regex(pattern = IDENT_PATTERN), length(min = 1, max = MAX_IDENT_BYTES))]
     pub table: Option<String>,
 
-    /// The PostgreSQL schema holding the table (never created by the operator). Immutable.
+    /// The PostgreSQL schema holding the table; default `public`. Same rules as `table`. It must
+    /// exist: the operator never creates schemas (a missing one is reported as `SchemaNotFound`;
+    /// after `CREATE SCHEMA`, set annotation `brighter.dev/reconcile-requested-at` to retry at
+    /// once). Immutable.
     #[serde(default = "default_schema")]
     #[schemars(
         regex(pattern = IDENT_PATTERN),
@@ -139,35 +147,56 @@ pub struct BoxTableSpec {
     )]
     pub schema: String,
 
-    /// The payload column type: `Text` or `Binary`; an Inbox may also use `Json` or `Jsonb`.
+    /// The payload column type, as the Brighter application is configured: `Text` (default) or
+    /// `Binary` (`bytea`); an Inbox may also use `Json` or `Jsonb`. Never migrated: an existing
+    /// table with another type is reported as `PayloadMismatch`.
     #[serde(default)]
     pub payload: Payload,
 
-    /// Where Brighter's migration history table lives.
+    /// Where Brighter's migration history table (`__BrighterMigrationHistory`) lives. `Global`
+    /// (default, Brighter's default): one table in schema `public` for every box table. `PerSchema`:
+    /// a history table in the box table's own schema (seeded from `public` on each run), for
+    /// applications that configure Brighter to keep history per schema. Set it as the application
+    /// is configured, so that both read the same history.
     #[serde(default)]
     pub history_scope: HistoryScope,
 
-    /// How to reach the database.
+    /// How to reach the database: a Secret holding the connection string.
     pub database: DatabaseSpec,
 
-    /// The advisory-lock wait.
+    /// How long to wait for Brighter's migration advisory lock, which a Brighter application
+    /// holds while it migrates the same table.
     #[serde(default)]
     pub lock: LockSpec,
 
-    /// PostgreSQL timeouts for the migration transaction (`SET LOCAL`).
+    /// PostgreSQL timeouts for the migration's DDL statements (`SET LOCAL` in its transaction),
+    /// distinct from `lock.timeout`: how long a statement may wait for table locks held by
+    /// applications, and run. Unset: the role's or server's settings apply.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ddl: Option<DdlSpec>,
 
-    /// The version to reach; defaults to the latest the operator knows (outbox 8, inbox 2).
+    /// The schema version to reach: 1 to 8 for an Outbox, 1 to 2 for an Inbox; default the latest
+    /// the operator knows (outbox 8, inbox 2). Set it to the version the application's Brighter
+    /// release expects. Tables are never downgraded: a table above it is left as it is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = OUTBOX_LATEST_VERSION))]
     pub target_version: Option<u32>,
 
-    /// What deleting the BoxTable does to the table: `Retain` (default) or `Drop`.
+    /// What deleting this BoxTable does to the database table. `Retain` (default): nothing; the
+    /// table, its rows and its history stay. `Drop`: WARNING, deleting the BoxTable DROPS THE TABLE
+    /// AND ALL ITS DATA (for an outbox, messages not yet dispatched are lost) and its history rows.
+    /// Only a table this BoxTable owns is dropped (its ownership is recorded in the table's
+    /// comment); a table that holds rows, or that existed before and was adopted, is dropped only
+    /// after consent, annotation `brighter.dev/confirm-drop=<schema.table>`; until then deletion
+    /// waits with reason `DropBlocked`. `suspend: true` blocks a drop too. Only Drop BoxTables
+    /// carry the finalizer `brighter.dev/cleanup`. See "Deleting a BoxTable" in the operator's
+    /// README.
     #[serde(default)]
     pub deletion_policy: DeletionPolicy,
 
-    /// When true, observe and report only; change nothing in the database.
+    /// When true, the operator only observes: it reports the table's version and changes nothing
+    /// in the database (no migration, and no drop on deletion: a suspended Drop BoxTable's
+    /// deletion waits with reason `DropBlocked` until this is false again).
     #[serde(default)]
     pub suspend: bool,
 }
@@ -237,10 +266,11 @@ pub enum HistoryScope {
 /// What deleting the BoxTable does to the database table.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
 pub enum DeletionPolicy {
-    /// Keep the table and its history.
+    /// Keep the table, its rows and its history.
     #[default]
     Retain,
-    /// Drop the table and its history rows.
+    /// Drop the table with all its data, and its history rows (owned tables only; data needs
+    /// consent).
     Drop,
 }
 
@@ -248,7 +278,8 @@ pub enum DeletionPolicy {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DatabaseSpec {
-    /// The Secret (in the BoxTable's namespace) holding the connection string.
+    /// The Secret, in the BoxTable's own namespace, holding the connection string. The operator
+    /// watches it: rotating the password there retries at once.
     pub secret_ref: SecretKeyRef,
 }
 
@@ -256,11 +287,15 @@ pub struct DatabaseSpec {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SecretKeyRef {
-    /// The Secret's name (a DNS subdomain, as every Secret name is).
+    /// The Secret's name (a DNS subdomain, as every Secret name is), in the BoxTable's namespace.
+    /// A missing Secret is reported as `SecretNotFound`.
     #[schemars(regex(pattern = SECRET_NAME_PATTERN), length(min = 1, max = 253))]
     pub name: String,
-    /// The key holding a URL, libpq keyword or Npgsql connection string (letters, digits, `-`,
-    /// `_` and `.`, as every Secret key is).
+    /// The key in the Secret holding the connection string; default `connectionString`. The
+    /// value may be a URL (`postgres://user:pass@host:5432/db?sslmode=verify-full`), libpq
+    /// keywords, or the Npgsql form Brighter applications use (`Host=...;Username=...`). An
+    /// optional `ca.crt` key in the same Secret holds a CA bundle. Letters, digits, `-`, `_` and
+    /// `.`, as every Secret key is.
     #[serde(default = "default_secret_key")]
     #[schemars(regex(pattern = SECRET_KEY_PATTERN), length(min = 1, max = 253))]
     pub key: String,
@@ -285,8 +320,9 @@ fn default_secret_key() -> String {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct LockSpec {
-    /// How long to wait for Brighter's advisory lock, like `30s` or `1m30s` (at most 1h); `0s`
-    /// means one attempt.
+    /// How long to wait for Brighter's advisory lock, in Go's duration form (`30s`, `1m30s`,
+    /// `500ms`); default `30s`, at most `1h`; `0s` means one attempt. When it runs out the
+    /// BoxTable stalls with `LockTimeout`, naming the session holding the lock.
     #[serde(default = "default_lock_timeout")]
     #[schemars(
         regex(pattern = DURATION_PATTERN),
@@ -319,7 +355,9 @@ impl Default for LockSpec {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DdlSpec {
-    /// `lock_timeout` for the DDL statements, like `5s` (at most 24h).
+    /// PostgreSQL `lock_timeout` for the DDL statements: how long one statement may wait for a
+    /// table lock (an application's open transaction on the table blocks `ALTER TABLE`). Go's
+    /// duration form, like `5s`; at most `24h`. Not the advisory-lock wait (`lock.timeout`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(
         regex(pattern = DURATION_PATTERN),
@@ -331,7 +369,9 @@ pub struct DdlSpec {
         }])
     )]
     pub lock_timeout: Option<String>,
-    /// `statement_timeout` for the DDL statements, like `60s` (at most 24h).
+    /// PostgreSQL `statement_timeout` for the DDL statements: how long one statement may run.
+    /// Go's duration form, like `60s`; at most `24h`. A statement cut short rolls the whole
+    /// migration back.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(
         regex(pattern = DURATION_PATTERN),

@@ -13,6 +13,7 @@ pub use holder::{Holder, find_holder};
 pub use identity::{LOCK_KEY_PREFIX, LOCK_NAMESPACE, LockIdentity, derive_key};
 pub use poll::{
     AcquireReport, BACKOFF_CAP, FIRST_DELAY, PollError, next_delay, poll_until_acquired,
+    tries_within,
 };
 
 use std::future::Future;

@@ -49,6 +49,20 @@ pub fn next_delay(delay: Duration) -> Duration {
     (delay * 2).min(BACKOFF_CAP)
 }
 
+/// How many tries [`poll_until_acquired`] has made once `waited` has passed since its first try,
+/// counting the schedule's waits only (each try's round trip adds a little to the real times).
+pub fn tries_within(waited: Duration) -> u32 {
+    let mut tries = 1u32;
+    let mut at = Duration::ZERO;
+    let mut delay = FIRST_DELAY;
+    while at + delay <= waited {
+        at += delay;
+        tries = tries.saturating_add(1);
+        delay = next_delay(delay);
+    }
+    tries
+}
+
 /// Calls `try_lock` until it yields `Some(true)`, waiting with backoff in between.
 ///
 /// `on_contended(n)` runs after the n-th failed try, before the wait; when it answers `false` the
@@ -144,6 +158,19 @@ mod tests {
         let report = result.unwrap();
         assert_eq!(report.attempts, 8);
         assert_eq!(report.waited, Duration::from_millis(4500));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn tries_within_counts_the_tries_the_loop_has_made() {
+        let (_, tries) = run_fake(20_000, 0).await;
+        for waited_ms in [0, 99, 100, 299, 300, 1_499, 1_500, 4_999, 5_000, 19_999] {
+            let made = tries.iter().filter(|&&at| at <= waited_ms).count() as u32;
+            assert_eq!(
+                tries_within(Duration::from_millis(waited_ms)),
+                made,
+                "after {waited_ms} ms"
+            );
+        }
     }
 
     #[tokio::test(start_paused = true)]

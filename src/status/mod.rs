@@ -174,10 +174,9 @@ pub fn desired_status(
             };
             in_progress(Reason::Deleting, message)
         }
-        Observed::Conflict { other } => stalled(
-            Reason::TableConflict,
-            format!("{shown} is already managed by BoxTable {other}"),
-        ),
+        Observed::Conflict { other } => {
+            stalled(Reason::TableConflict, conflict_message(plan, other))
+        }
     };
 
     BoxTableStatus {
@@ -189,6 +188,12 @@ pub fn desired_status(
         last_run,
         conditions: conditions(&verdict, generation, &prev.conditions, now),
     }
+}
+
+/// What a conflict says: the table, and the BoxTable (`namespace/name`) that already manages it.
+pub fn conflict_message(plan: Option<&Plan>, other: &str) -> String {
+    let shown = plan.map_or_else(|| "the table".to_owned(), |p| p.table.to_string());
+    format!("{shown} is already managed by BoxTable {other}")
 }
 
 /// Whether two statuses differ only in timestamps (condition transition times, lock and run
@@ -272,6 +277,8 @@ fn stalled(reason: Reason, message: String) -> Verdict {
     }
 }
 
+/// The three conditions. Each carries the verdict's reason and a message saying why it has the
+/// status it has, so no condition shows a failure reason with nothing to explain it.
 fn conditions(
     verdict: &Verdict,
     generation: i64,
@@ -282,13 +289,13 @@ fn conditions(
     let reconciling_message = match (verdict.reconciling, verdict.reason) {
         (true, Reason::WaitingForLock | Reason::Migrating | Reason::Deleting) => message.clone(),
         (true, _) => truncate(&format!("retrying: {}", verdict.message)),
-        (false, _) => String::new(),
+        (false, _) if verdict.stalled => truncate(&format!(
+            "given up until something changes: {}",
+            verdict.message
+        )),
+        (false, _) => message.clone(),
     };
-    let stalled_message = if verdict.stalled {
-        message.clone()
-    } else {
-        String::new()
-    };
+    let stalled_message = message.clone();
     [
         (READY, verdict.ready, message),
         (RECONCILING, verdict.reconciling, reconciling_message),

@@ -36,6 +36,34 @@ pub enum LockOutcome {
     Cancelled,
 }
 
+/// How one drop attempt (`deletionPolicy: Drop`) ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DropResult {
+    /// The table and its history rows were dropped.
+    Dropped,
+    /// There was no table any more; its history rows were removed.
+    AlreadyGone,
+    /// The table is not this BoxTable's; it was left alone.
+    Kept,
+    /// The drop waits for the user (consent, or `suspend`).
+    Blocked,
+    /// The drop failed (Secret, database, lock); retried with backoff.
+    Failed,
+}
+
+impl DropResult {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DropResult::Dropped => "dropped",
+            DropResult::AlreadyGone => "already_gone",
+            DropResult::Kept => "kept",
+            DropResult::Blocked => "blocked",
+            DropResult::Failed => "failed",
+        }
+    }
+}
+
 /// Which kind of box table a migration touched.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum BoxLabel {
@@ -109,6 +137,7 @@ pub struct Metrics {
     lock_lost_after_commit: Counter,
     migrations_applied: Family<BoxLabels, Counter>,
     failures: Family<ReasonLabels, Counter>,
+    drops: Family<ResultLabels, Counter>,
     in_flight: Gauge,
 }
 
@@ -133,7 +162,21 @@ impl Metrics {
         let lock_lost_after_commit = Counter::default();
         let migrations_applied = Family::<BoxLabels, Counter>::default();
         let failures = Family::<ReasonLabels, Counter>::default();
+        let drops = Family::<ResultLabels, Counter>::default();
         let in_flight = Gauge::default();
+        for result in [
+            DropResult::Dropped,
+            DropResult::AlreadyGone,
+            DropResult::Kept,
+            DropResult::Blocked,
+            DropResult::Failed,
+        ] {
+            drops
+                .get_or_create(&ResultLabels {
+                    result: result.as_str(),
+                })
+                .inc_by(0);
+        }
         for result in [
             ReconcileResult::Success,
             ReconcileResult::Retry,
@@ -164,15 +207,7 @@ impl Metrics {
                 })
                 .inc_by(0);
         }
-        let progress = [
-            Reason::UpToDate,
-            Reason::Migrated,
-            Reason::AheadOfOperator,
-            Reason::WaitingForLock,
-            Reason::Migrating,
-            Reason::Dropped,
-        ];
-        for reason in Reason::ALL.into_iter().filter(|r| !progress.contains(r)) {
+        for reason in Reason::ALL.into_iter().filter(|r| r.is_failure()) {
             failures
                 .get_or_create(&ReasonLabels {
                     reason: reason.as_str(),
@@ -211,6 +246,11 @@ impl Metrics {
         );
         registry.register("failures", "Failed passes by reason", failures.clone());
         registry.register(
+            "drops",
+            "Drop attempts of deletionPolicy Drop BoxTables, by result",
+            drops.clone(),
+        );
+        registry.register(
             "reconciles_in_flight",
             "Reconcile passes running now",
             in_flight.clone(),
@@ -224,6 +264,7 @@ impl Metrics {
             lock_lost_after_commit,
             migrations_applied,
             failures,
+            drops,
             in_flight,
         }
     }
@@ -238,8 +279,12 @@ impl Metrics {
         self.reconcile_duration.observe(duration.as_secs_f64());
     }
 
-    /// Counts a failure by its bounded reason.
+    /// Counts a failure by its bounded reason; a reason that is no failure
+    /// ([`Reason::is_failure`]) is not counted.
     pub fn record_failure(&self, reason: Reason) {
+        if !reason.is_failure() {
+            return;
+        }
         self.failures
             .get_or_create(&ReasonLabels {
                 reason: reason.as_str(),
@@ -255,6 +300,15 @@ impl Metrics {
             })
             .inc();
         self.lock_wait.observe(waited.as_secs_f64());
+    }
+
+    /// Counts how one drop attempt ended.
+    pub fn record_drop(&self, result: DropResult) {
+        self.drops
+            .get_or_create(&ResultLabels {
+                result: result.as_str(),
+            })
+            .inc();
     }
 
     /// Counts a migration that committed although its session had lost the lock by unlock time.

@@ -3,7 +3,7 @@
 mod metrics;
 mod server;
 
-pub use metrics::{BoxLabel, LockOutcome, Metrics, ReconcileResult};
+pub use metrics::{BoxLabel, DropResult, LockOutcome, Metrics, ReconcileResult};
 pub use server::{Readiness, TelemetryServer, serve};
 
 use std::str::FromStr;
@@ -74,7 +74,8 @@ pub fn log_filter() -> Result<EnvFilter, TelemetryError> {
 }
 
 /// Installs the global log subscriber: `format` lines on stderr, level from `RUST_LOG`
-/// (default `info`).
+/// (default `info`), coloured only when stderr is a terminal (a log file or collector gets plain
+/// text).
 ///
 /// # Errors
 /// [`TelemetryError::LogFilter`] for a bad `RUST_LOG`; [`TelemetryError::InstallLogger`] when a
@@ -83,6 +84,7 @@ pub fn init_logging(format: LogFormat) -> Result<(), TelemetryError> {
     let filter = log_filter()?;
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
     match format {
         LogFormat::Text => builder.try_init(),

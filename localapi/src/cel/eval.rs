@@ -128,6 +128,7 @@ fn call(name: &str, a: &[Value]) -> Result<Value, String> {
         ("startsWith", 2) => Ok(json!(s(0)?.starts_with(s(1)?))),
         ("endsWith", 2) => Ok(json!(s(0)?.ends_with(s(1)?))),
         ("contains", 2) => Ok(json!(s(0)?.contains(s(1)?))),
+        ("lowerAscii", 1) => Ok(json!(s(0)?.to_ascii_lowercase())),
         ("matches", 2) => {
             let re = regex::Regex::new(s(1)?).map_err(|e| e.to_string())?;
             Ok(json!(re.is_match(s(0)?)))

@@ -2,7 +2,7 @@
 //!
 //! Supported: literals (int, double, string, bool, null, lists), `self`, `oldSelf`, member access
 //! `a.b`, indexing `a[0]` / `a["k"]`, `has(a.b)`, `size(x)` / `x.size()`, `x.startsWith(s)`,
-//! `x.endsWith(s)`, `x.contains(s)`, `x.matches(re)`, `!`, unary `-`, `&&`, `||`, `? :`,
+//! `x.endsWith(s)`, `x.contains(s)`, `x.matches(re)`, `x.lowerAscii()`, `!`, unary `-`, `&&`, `||`, `? :`,
 //! `==`, `!=`, `<`, `<=`, `>`, `>=`, `in`. Anything else is reported as unsupported and the rule is skipped.
 //!
 //! lex.rs turns a rule into tokens, parse.rs into an [`Expr`], eval.rs evaluates it over JSON.
