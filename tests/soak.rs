@@ -79,6 +79,8 @@ struct Counts {
     watch_drops: AtomicU64,
     spec_edits: AtomicU64,
     drops: AtomicU64,
+    /// Drop deletions that kept a table no pass had adopted (a `TableKept` event).
+    unowned_kept: AtomicU64,
     retains: AtomicU64,
     creates: AtomicU64,
     migrates: AtomicU64,
@@ -905,13 +907,7 @@ impl Soak {
                     .unwrap()
                     .get(0);
                 if table_left || rows > 0 {
-                    self.violations.add(format!(
-                        "Drop BoxTable {}/{} is gone but {} survives (table present: \
-                         {table_left}, history rows: {rows})",
-                        entry.namespace,
-                        entry.name,
-                        entry.qualified()
-                    ));
+                    self.survived_drop(client, &entry, table_left, rows).await;
                 }
             }
             let mut entries = self.registry.entries.lock().unwrap();
@@ -919,6 +915,51 @@ impl Soak {
                 e.gone = true;
             }
         }
+    }
+
+    /// A Drop BoxTable is gone and its table is not. Allowed only as the ownership rules say
+    /// (README, "Deleting a BoxTable"): the table carries no ownership record of this BoxTable (a
+    /// `migrate` run created it and the BoxTable was deleted before any pass adopted it) and the
+    /// operator said so with a `TableKept` event. Anything else is a violation.
+    async fn survived_drop(&self, client: &Client, entry: &Entry, table_left: bool, rows: i64) {
+        let record: Option<String> = if table_left {
+            client
+                .query_one(
+                    "SELECT obj_description(to_regclass($1), 'pg_class')",
+                    &[&format!("\"{}\".\"{}\"", entry.schema, entry.table)],
+                )
+                .await
+                .ok()
+                .and_then(|row| row.get(0))
+        } else {
+            None
+        };
+        let owned = record
+            .as_deref()
+            .is_some_and(|r| r.contains(&format!("boxtable={}/{} ", entry.namespace, entry.name)));
+        let events = Api::<k8s_openapi::api::core::v1::Event>::namespaced(
+            self.leases.clone().into_client(),
+            entry.namespace,
+        );
+        let kept = events
+            .list(&ListParams::default().fields(&format!(
+                "involvedObject.name={},reason=TableKept",
+                entry.name
+            )))
+            .await
+            .map(|list| list.items.len())
+            .unwrap_or(0);
+        if table_left && !owned && kept > 0 {
+            bump(&self.counts.unowned_kept);
+            return;
+        }
+        self.violations.add(format!(
+            "Drop BoxTable {}/{} is gone but {} survives (table present: {table_left}, history \
+             rows: {rows}, ownership record: {record:?}, TableKept events: {kept})",
+            entry.namespace,
+            entry.name,
+            entry.qualified()
+        ));
     }
 
     /// BoxTables not yet Ready at their target, with why.
@@ -1443,8 +1484,8 @@ async fn soak_keeps_every_invariant() {
     let c = &soak.counts;
     let violations = soak.violations.count();
     println!(
-        "soak: {seconds} s seed {seed}: operations {} (spec edits {}, creates {}, drops {}, \
-         retains {}, migrate runs {}, application migrations {}, application lock give-ups {}), \
+        "soak: {seconds} s seed {seed}: operations {} (spec edits {}, creates {}, drops {} \
+         (unowned tables kept {}), retains {}, migrate runs {}, application migrations {}, application lock give-ups {}), \
          kills {} (SIGKILL {}, SIGTERM {}, migrate SIGKILL {}; longest SIGTERM exit {:.1} s), \
          faults {} (API {}: Lease blips {}, watch cuts {}; PostgreSQL backend terminations {}), \
          checks {} (lock samples {}, table snapshots {}), ready {:.1} s after the faults stopped, \
@@ -1453,6 +1494,7 @@ async fn soak_keeps_every_invariant() {
         get(&c.spec_edits),
         get(&c.creates),
         get(&c.drops),
+        get(&c.unowned_kept),
         get(&c.retains),
         get(&c.migrates),
         get(&c.app_migrations),
@@ -1473,14 +1515,19 @@ async fn soak_keeps_every_invariant() {
         ready_after.as_secs_f64(),
     );
     if violations > 0 {
+        // The run's directory goes with the test; keep the operators' whole logs.
+        let kept = std::env::temp_dir().join(format!("boxtable-soak-{seed}"));
+        let _ = std::fs::create_dir_all(&kept);
         for replica in &soak.replicas {
             let replica = replica.lock().unwrap();
+            let _ = std::fs::copy(&replica.log, kept.join(format!("{}.log", replica.name)));
             eprintln!(
                 "--- {} (last lines) ---\n{}",
                 replica.name,
                 replica.log_tail(40)
             );
         }
+        eprintln!("soak: the operators' logs are kept in {}", kept.display());
         panic!(
             "{violations} invariant violations:\n{}",
             soak.violations.list.lock().unwrap().join("\n")
