@@ -18,19 +18,6 @@ fn boxtable(ns: &str, name: &str, table: &str) -> String {
     )
 }
 
-async fn advisory_locks(cluster: &Cluster) -> i64 {
-    let client = connect(&cluster.db.url).await;
-    client
-        .query_one(
-            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' \
-             AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
-            &[],
-        )
-        .await
-        .unwrap()
-        .get(0)
-}
-
 /// Operator sessions (application_name `boxtable-operator/<namespace>/...`) in the test database.
 async fn operator_sessions(observer: &tokio_postgres::Client, namespace: &str) -> i64 {
     observer
@@ -188,11 +175,9 @@ async fn kubectl_apply_of_the_examples_gets_every_boxtable_ready_and_get_wide_sh
         !narrow.contains("KEY"),
         "the key column is only shown with -o wide:\n{narrow}"
     );
-    assert_eq!(
-        advisory_locks(&cluster).await,
-        0,
-        "no advisory lock is left behind"
-    );
+    cluster
+        .no_advisory_lock_left("no advisory lock is left behind")
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -246,7 +231,9 @@ async fn two_operator_processes_migrate_twenty_boxtables_exactly_once() {
             "outbox_{i:02} migrated exactly once"
         );
     }
-    assert_eq!(advisory_locks(&cluster).await, 0);
+    cluster
+        .no_advisory_lock_left("no advisory lock is left behind")
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -299,7 +286,7 @@ async fn a_sigkilled_operator_leaves_no_partial_table_or_lock_and_a_restart_conv
         "the killed operator's session to end",
     )
     .await;
-    assert_eq!(advisory_locks(&cluster).await, 0, "no lock leaked");
+    cluster.no_advisory_lock_left("no lock leaked").await;
     assert_eq!(
         columns(&cluster, "victim").await,
         before,
@@ -338,7 +325,9 @@ async fn a_sigkilled_operator_leaves_no_partial_table_or_lock_and_a_restart_conv
         .unwrap()
         .get(0);
     assert_eq!(kept, 1, "existing rows survive");
-    assert_eq!(advisory_locks(&cluster).await, 0);
+    cluster
+        .no_advisory_lock_left("no advisory lock is left behind")
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

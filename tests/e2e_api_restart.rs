@@ -79,19 +79,6 @@ async fn history(cluster: &Cluster, table: &str) -> Vec<i32> {
         .unwrap_or_default()
 }
 
-async fn advisory_locks(cluster: &Cluster) -> i64 {
-    connect(&cluster.db.url)
-        .await
-        .query_one(
-            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' \
-             AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
-            &[],
-        )
-        .await
-        .unwrap()
-        .get(0)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_migration_survives_the_api_server_being_killed_and_restarted_and_runs_once() {
     let _one = RESTARTS.lock().await;
@@ -170,7 +157,9 @@ async fn a_migration_survives_the_api_server_being_killed_and_restarted_and_runs
         "each step once: {rows:?}\n{}",
         operator.logs()
     );
-    assert_eq!(advisory_locks(&cluster).await, 0);
+    cluster
+        .no_advisory_lock_left("no advisory lock is left behind")
+        .await;
     assert_no_forbidden_requests_outside(plane, &token, killed_at, ready_at);
 }
 

@@ -230,6 +230,38 @@ impl Cluster {
         Operator { child, log }
     }
 
+    /// Waits until no session holds an advisory lock in the test database. A running operator
+    /// takes a table's lock for a moment on some resyncs (a per-schema history refresh, for
+    /// example), so a single count could catch a lock that is about to go; a leaked lock stays,
+    /// and fails this after a minute, naming the sessions that hold one.
+    pub async fn no_advisory_lock_left(&self, what: &str) {
+        let client = connect(&self.db.url).await;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let holders: Vec<String> = client
+                .query(
+                    "SELECT format('pid %s (%s)', l.pid, a.application_name) FROM pg_locks l \
+                     LEFT JOIN pg_stat_activity a ON a.pid = l.pid \
+                     WHERE l.locktype = 'advisory' \
+                     AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+                    &[],
+                )
+                .await
+                .unwrap()
+                .iter()
+                .map(|r| r.get(0))
+                .collect();
+            if holders.is_empty() {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{what}: advisory locks still held after a minute by {holders:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     /// Polls `check` until it returns `Some`, failing after `timeout` with `what`.
     pub async fn eventually<T, F, Fut>(&self, what: &str, timeout: Duration, mut check: F) -> T
     where
