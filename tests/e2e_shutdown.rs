@@ -43,9 +43,33 @@ async fn holder(leases: &Api<Lease>) -> Option<String> {
         .and_then(|s| s.holder_identity)
 }
 
+/// The operator process, killed when the test ends, also when it fails before the SIGTERM.
+struct Operator(Child);
+
+impl std::ops::Deref for Operator {
+    type Target = Child;
+
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Operator {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Starts the operator binary on `namespace` with `extra` arguments, talking through `kubeconfig`.
-fn operator(kubeconfig: &Path, log: &Path, namespace: &str, extra: &[&str]) -> Child {
-    Command::new(operator_binary())
+fn operator(kubeconfig: &Path, log: &Path, namespace: &str, extra: &[&str]) -> Operator {
+    let child = Command::new(operator_binary())
         .args(["run", "--namespace", namespace])
         .args(["--metrics-addr", "127.0.0.1:0", "--instance", "pod-a"])
         .args(extra)
@@ -55,12 +79,13 @@ fn operator(kubeconfig: &Path, log: &Path, namespace: &str, extra: &[&str]) -> C
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(log).unwrap())
         .spawn()
-        .unwrap()
+        .unwrap();
+    Operator(child)
 }
 
 /// Sends SIGTERM and waits (polling, up to [`WAIT`]) for the process to exit successfully;
 /// returns how long it took.
-async fn terminate(operator: &mut Child, log: &Path) -> Duration {
+async fn terminate(operator: &mut Operator, log: &Path) -> Duration {
     let status = Command::new("kill")
         .args(["-TERM", &operator.id().to_string()])
         .status()

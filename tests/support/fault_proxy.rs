@@ -319,6 +319,10 @@ async fn handle(State(inner): State<Arc<Inner>>, request: Request) -> Response {
     let method = request.method().clone();
     let path = request.uri().path().to_owned();
     let watching = is_watch(request.uri().query());
+    // Taken before the request is counted by any rule: a `drop_watches` after that point (even
+    // while the upstream is still answering) cuts this watch too, so a test that saw the watch
+    // counted and then dropped watches never leaves it running.
+    let generation = inner.generation.subscribe();
     inner.received.fetch_add(1, Ordering::SeqCst);
     let action = inner
         .rules
@@ -333,11 +337,11 @@ async fn handle(State(inner): State<Arc<Inner>>, request: Request) -> Response {
             tokio::time::sleep(hold).await;
             match then {
                 Some(code) => status_response(code),
-                None => forward(&inner, request, watching, false).await,
+                None => forward(&inner, request, watching, false, generation).await,
             }
         }
-        Some(Action::DropWatch) => forward(&inner, request, watching, true).await,
-        Some(Action::Count) | None => forward(&inner, request, watching, false).await,
+        Some(Action::DropWatch) => forward(&inner, request, watching, true, generation).await,
+        Some(Action::Count) | None => forward(&inner, request, watching, false, generation).await,
     }
 }
 
@@ -353,7 +357,13 @@ fn hop_by_hop(name: &header::HeaderName) -> bool {
     .contains(name)
 }
 
-async fn forward(inner: &Inner, request: Request, watching: bool, cut: bool) -> Response {
+async fn forward(
+    inner: &Inner,
+    request: Request,
+    watching: bool,
+    cut: bool,
+    mut generation: watch::Receiver<u64>,
+) -> Response {
     let (parts, body) = request.into_parts();
     let bytes: Bytes = match axum::body::to_bytes(body, 64 * 1024 * 1024).await {
         Ok(b) => b,
@@ -387,9 +397,8 @@ async fn forward(inner: &Inner, request: Request, watching: bool, cut: bool) -> 
     let body = if cut {
         Body::empty()
     } else if watching {
-        // Ends when `drop_watches` bumps the generation.
-        let mut generation = inner.generation.subscribe();
-        generation.mark_unchanged();
+        // Ends when `drop_watches` bumps the generation (also if it did while the upstream was
+        // still answering).
         let dropped = async move {
             let _ = generation.changed().await;
         };
