@@ -259,21 +259,8 @@ async fn a_sigkilled_operator_leaves_no_partial_table_or_lock_and_a_restart_conv
     cluster.apply(boxtable("kill", "victim", "victim")).await;
 
     // Wait until the operator is inside its migration transaction, blocked on the first ALTER.
+    cluster.wait_for_alter_blocked_on_lock("kill", WAIT).await;
     let observer = connect(&cluster.db.url).await;
-    cluster
-        .eventually("the operator's ALTER to block on the table lock", WAIT, || async {
-            let n: i64 = observer
-                .query_one(
-                    "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'boxtable-operator/kill/%' \
-                     AND wait_event_type = 'Lock' AND query LIKE 'ALTER TABLE%'",
-                    &[],
-                )
-                .await
-                .unwrap()
-                .get(0);
-            (n == 1).then_some(())
-        })
-        .await;
     operator.signal("KILL");
     drop(operator);
     blocker.batch_execute("COMMIT").await.unwrap();

@@ -103,20 +103,8 @@ async fn a_migration_survives_the_api_server_being_killed_and_restarted_and_runs
         .unwrap();
     let operator = cluster.operator(ns, "e2e-apirestart");
     cluster.apply(boxtable(ns, "busy", "busy")).await;
-    let observer = connect(&cluster.db.url).await;
     cluster
-        .eventually("the migration to block on the table lock", WAIT, || async {
-            let n: i64 = observer
-                .query_one(
-                    "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'boxtable-operator/apirestart/%' \
-                     AND wait_event_type = 'Lock' AND query LIKE 'ALTER TABLE%'",
-                    &[],
-                )
-                .await
-                .unwrap()
-                .get(0);
-            (n == 1).then_some(())
-        })
+        .wait_for_alter_blocked_on_lock("apirestart", WAIT)
         .await;
 
     // The API server dies mid-migration; the migration then commits while it is away, so the

@@ -90,6 +90,36 @@ pub fn control_plane() -> &'static ControlPlane {
 }
 
 /// The repository root.
+/// Runs `kubectl` (blocking) from the repository root with `kubeconfig`, with `stdin` piped in
+/// when given; returns its output, whatever its exit status.
+pub fn run_kubectl<S: AsRef<std::ffi::OsStr>>(
+    kubectl: &Path,
+    kubeconfig: &Path,
+    args: &[S],
+    stdin: Option<&str>,
+) -> Output {
+    let mut cmd = Command::new(kubectl);
+    cmd.args(args)
+        .env("KUBECONFIG", kubeconfig)
+        .current_dir(root())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    if stdin.is_some() {
+        cmd.stdin(Stdio::piped());
+    }
+    let mut child = cmd.spawn().expect("run kubectl");
+    if let Some(text) = stdin {
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap();
+    }
+    child.wait_with_output().unwrap()
+}
+
 pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
@@ -104,26 +134,7 @@ impl ControlPlane {
 
     /// Runs kubectl as the admin (blocking), with `stdin` piped in when given.
     pub fn kubectl_as(&self, kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> Output {
-        let mut cmd = Command::new(self.kubectl_binary());
-        cmd.args(args)
-            .env("KUBECONFIG", kubeconfig)
-            .current_dir(root())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        if stdin.is_some() {
-            cmd.stdin(Stdio::piped());
-        }
-        let mut child = cmd.spawn().expect("run kubectl");
-        if let Some(text) = stdin {
-            use std::io::Write;
-            child
-                .stdin
-                .take()
-                .unwrap()
-                .write_all(text.as_bytes())
-                .unwrap();
-        }
-        child.wait_with_output().unwrap()
+        run_kubectl(&self.kubectl_binary(), kubeconfig, args, stdin)
     }
 
     /// Runs kubectl as the admin and returns stdout, or an error with everything it printed.

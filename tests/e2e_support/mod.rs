@@ -123,26 +123,7 @@ impl Cluster {
             .map_or_else(kubectl_binary, ControlPlane::kubectl_binary);
         let args: Vec<String> = args.iter().map(|s| (*s).to_owned()).collect();
         tokio::task::spawn_blocking(move || {
-            let mut cmd = Command::new(kubectl);
-            cmd.args(&args)
-                .env("KUBECONFIG", &kubeconfig)
-                .current_dir(root())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped());
-            if stdin.is_some() {
-                cmd.stdin(Stdio::piped());
-            }
-            let mut child = cmd.spawn().expect("run kubectl");
-            if let Some(text) = stdin {
-                use std::io::Write;
-                child
-                    .stdin
-                    .take()
-                    .unwrap()
-                    .write_all(text.as_bytes())
-                    .unwrap();
-            }
-            child.wait_with_output().unwrap()
+            control_plane_support::run_kubectl(&kubectl, &kubeconfig, &args, stdin.as_deref())
         })
         .await
         .unwrap()
@@ -228,6 +209,30 @@ impl Cluster {
             .spawn()
             .expect("start boxtable-operator");
         Operator { child, log }
+    }
+
+    /// Waits until an operator working in `namespace` is inside its migration transaction, its
+    /// first `ALTER TABLE` waiting for a table lock someone else holds.
+    pub async fn wait_for_alter_blocked_on_lock(&self, namespace: &str, timeout: Duration) {
+        let observer = connect(&self.db.url).await;
+        let sessions = format!("boxtable-operator/{namespace}/%");
+        self.eventually(
+            "the operator's ALTER to block on the table lock",
+            timeout,
+            || async {
+                let n: i64 = observer
+                    .query_one(
+                        "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE $1 \
+                     AND wait_event_type = 'Lock' AND query LIKE 'ALTER TABLE%'",
+                        &[&sessions],
+                    )
+                    .await
+                    .unwrap()
+                    .get(0);
+                (n == 1).then_some(())
+            },
+        )
+        .await;
     }
 
     /// Waits until no session holds an advisory lock in the test database. A running operator
