@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Runs the PostgreSQL-facing suites once per supported major (13..18), one major after another,
+# Runs the PostgreSQL-facing suites once per supported major (13..18), one major after another
+# (or PG_MATRIX_JOBS at a time),
 # each on a throwaway server of that major (scripts/pg.sh with PG_MAJOR; builds fetched once by
 # scripts/pg-install.sh), and prints one line per major: version, tests passed, failed, seconds.
 #
 #   scripts/pg-matrix.sh            every pinned major
 #   PG_MAJORS="13 18" scripts/pg-matrix.sh
+#   PG_MATRIX_JOBS=2 scripts/pg-matrix.sh    two majors at a time
 #
 # Exits non-zero if any test failed on any major. Each major's full output is kept in
 # target/pg-matrix/<major>.log.
@@ -36,14 +38,28 @@ done
 test_args=()
 for suite in "${SUITES[@]}"; do test_args+=(--test "$suite"); done
 cargo build --bins
-cargo test --no-run "${test_args[@]}"
+# The test executables, run directly below: majors running side by side then never wait on cargo's
+# build-directory lock.
+mapfile -t binaries < <(cargo test --no-run "${test_args[@]}" --message-format=json \
+  | python3 -c 'import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("profile", {}).get("test") and m.get("executable"):
+        print(m["executable"])')
+[ "${#binaries[@]}" -eq "${#SUITES[@]}" ] || {
+  echo "pg-matrix.sh: expected ${#SUITES[@]} test executables, cargo built ${#binaries[@]}" >&2
+  exit 1
+}
 
-logs=target/pg-matrix
+logs=${CARGO_TARGET_DIR:-target}/pg-matrix
 mkdir -p "$logs"
-failed_any=0
-summary=()
-for major in $majors; do
-  log="$logs/$major.log"
+# Majors run PG_MATRIX_JOBS at a time (default 1: one after another). Each has its own server on a
+# free port and its own private clusters and poolers, so they share nothing but the CPUs.
+jobs=${PG_MATRIX_JOBS:-1}
+case "$jobs" in ''|*[!0-9]*|0) echo "pg-matrix.sh: PG_MATRIX_JOBS must be a positive integer" >&2; exit 2 ;; esac
+
+run_major() { # major -> writes $logs/<major>.log and $logs/<major>.line
+  local major=$1 log="$logs/$1.log" started rc seconds version passed failed
   started=$(date +%s)
   set +e
   (
@@ -52,7 +68,12 @@ for major in $majors; do
     . scripts/pg.sh
     pg_start || exit 1
     "$PG_BIN/postgres" --version
-    cargo test --no-fail-fast "${test_args[@]}"
+    rc=0
+    for binary in "${binaries[@]}"; do
+      echo "     Running $binary"
+      "$binary" || rc=1
+    done
+    exit "$rc"
   ) >"$log" 2>&1
   rc=$?
   set -e
@@ -63,12 +84,33 @@ for major in $majors; do
   if [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then
     failed=1 # the server did not start or a test binary crashed: see the log
   fi
-  [ "$failed" -eq 0 ] || failed_any=1
-  line=$(printf 'PostgreSQL %-6s passed %4d  failed %3d  %5d s' "${version:-$major?}" "$passed" "$failed" "$seconds")
-  echo "pg-matrix: $line" >&2
-  summary+=("$line")
+  printf 'PostgreSQL %-6s passed %4d  failed %3d  %5d s\n' "${version:-$major?}" "$passed" "$failed" "$seconds" \
+    >"$logs/$major.line"
+  echo "pg-matrix: $(cat "$logs/$major.line")" >&2
+}
+
+running=0
+for major in $majors; do
+  rm -f "$logs/$major.line"
+  run_major "$major" &
+  running=$((running + 1))
+  if [ "$running" -ge "$jobs" ]; then
+    wait -n || true
+    running=$((running - 1))
+  fi
 done
+wait
 
 echo "pg-matrix: one line per major (full logs in $logs/)"
-printf '%s\n' "${summary[@]}"
+failed_any=0
+for major in $majors; do
+  if [ -f "$logs/$major.line" ]; then
+    cat "$logs/$major.line"
+    awk '{for (i = 1; i <= NF; i++) if ($i == "failed" && $(i+1) != 0) bad = 1} END {exit bad}' \
+      "$logs/$major.line" || failed_any=1
+  else
+    echo "PostgreSQL $major  no result: see $logs/$major.log"
+    failed_any=1
+  fi
+done
 exit "$failed_any"
