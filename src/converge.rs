@@ -105,7 +105,9 @@ pub async fn open(target: &Target<'_>) -> Result<Session, ConvergeError> {
         .map_err(ConvergeError::Connect)
 }
 
-/// Brings the table to its target version (see [`migrate::run`]).
+/// Brings the table to its target version (see [`migrate::run`]), then compares the table with
+/// the shape of the version it is at ([`Outcome::drift`]; a failed read is logged and leaves it
+/// unchecked).
 ///
 /// # Errors
 /// [`ConvergeError`] for the step that failed.
@@ -120,7 +122,16 @@ pub async fn migrate(
     on_waiting: impl FnOnce(Option<Holder>) + Send,
 ) -> Result<Outcome, ConvergeError> {
     let mut session = open(target).await?;
-    migrate_on(&mut session, plan, cancel, on_waiting).await
+    let mut outcome = migrate_on(&mut session, plan, cancel, on_waiting).await?;
+    outcome.drift = match migrate::inspect::drift(session.client(), plan, outcome.to_version).await
+    {
+        Ok(report) => report,
+        Err(error) => {
+            tracing::warn!(table = %plan.table, error = %crate::report::chain(&error), "reading the table's shape for the drift check failed");
+            None
+        }
+    };
+    Ok(outcome)
 }
 
 /// As [`migrate`], on a session the caller already holds (to reuse one session for many tables;

@@ -102,8 +102,12 @@ struct MigrateArgs {
     files: Vec<PathBuf>,
     /// The database for every table (URL, libpq keywords or Npgsql form). Without it, each
     /// BoxTable's Secret must be among the files.
-    #[arg(long, conflicts_with = "database_url_from_env")]
+    #[arg(long, conflicts_with_all = ["database_url_from_env", "database_url_file"])]
     database_url: Option<String>,
+    /// Read --database-url from this file (for example a Secret key mounted as a file); trailing
+    /// whitespace is ignored, and the file's content is never printed.
+    #[arg(long, value_name = "FILE", conflicts_with = "database_url_from_env")]
+    database_url_file: Option<PathBuf>,
     /// Use the DATABASE_URL environment variable as --database-url (it is ignored otherwise).
     #[arg(long)]
     database_url_from_env: bool,
@@ -326,7 +330,32 @@ async fn migrate(args: MigrateArgs) -> ExitCode {
                 "{NAME}: {DATABASE_URL_ENV} is set in the environment and ignored; pass --database-url-from-env to use it"
             );
         }
-        args.database_url
+        match &args.database_url_file {
+            Some(path) => match std::fs::read(path) {
+                Ok(bytes) => match String::from_utf8(bytes) {
+                    Ok(text) if !text.trim().is_empty() => Some(text.trim_end().to_owned()),
+                    Ok(_) => {
+                        eprintln!("{NAME}: --database-url-file {} is empty", path.display());
+                        return ExitCode::FAILURE;
+                    }
+                    Err(_) => {
+                        eprintln!(
+                            "{NAME}: --database-url-file {} is not UTF-8 text",
+                            path.display()
+                        );
+                        return ExitCode::FAILURE;
+                    }
+                },
+                Err(error) => {
+                    eprintln!(
+                        "{NAME}: reading --database-url-file {} failed: {error}",
+                        path.display()
+                    );
+                    return ExitCode::FAILURE;
+                }
+            },
+            None => args.database_url,
+        }
     };
     let found = match manifests::read(&args.files) {
         Ok(found) => found,

@@ -65,11 +65,19 @@ pub enum Reason {
     TableKept,
     /// The run was cancelled by shutdown.
     Cancelled,
+    /// The `Drifted` detail condition: the table's shape differs from its recorded version's
+    /// (reported only, never repaired; Ready is unaffected).
+    Drifted,
+    /// The `Drifted` detail condition is False: the shape matches its recorded version.
+    NoDrift,
+    /// Un-suspended, the run found the table changed since the pending plan was shown and ran
+    /// what it found instead.
+    Replanned,
 }
 
 impl Reason {
     /// Every reason, for tests and for pre-registering metric labels.
-    pub const ALL: [Reason; 29] = [
+    pub const ALL: [Reason; 32] = [
         Reason::UpToDate,
         Reason::Migrated,
         Reason::AheadOfOperator,
@@ -99,6 +107,9 @@ impl Reason {
         Reason::DropBlocked,
         Reason::TableKept,
         Reason::Cancelled,
+        Reason::Drifted,
+        Reason::NoDrift,
+        Reason::Replanned,
     ];
 
     /// The PascalCase string used in conditions, events and metrics.
@@ -133,6 +144,9 @@ impl Reason {
             Reason::DropBlocked => "DropBlocked",
             Reason::TableKept => "TableKept",
             Reason::Cancelled => "Cancelled",
+            Reason::Drifted => "Drifted",
+            Reason::NoDrift => "NoDrift",
+            Reason::Replanned => "Replanned",
         }
     }
 
@@ -167,7 +181,7 @@ impl Reason {
     /// Whether this reason is a failure, counted in `boxtable_failures_total`. Progress and
     /// success are not, and neither are the states a user chose or is asked to decide:
     /// `Suspended`, `Deleting`, `DropBlocked` (waiting for consent), `TableKept`, `Dropped`, and
-    /// `Cancelled` (a shutdown).
+    /// `Cancelled` (a shutdown), nor the reports `Drifted`, `NoDrift` and `Replanned`.
     pub fn is_failure(self) -> bool {
         !matches!(
             self,
@@ -182,6 +196,9 @@ impl Reason {
                 | Reason::DropBlocked
                 | Reason::TableKept
                 | Reason::Cancelled
+                | Reason::Drifted
+                | Reason::NoDrift
+                | Reason::Replanned
         )
     }
 

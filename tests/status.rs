@@ -66,6 +66,7 @@ fn outcome(path: RunPath, from: u32, to: u32) -> Outcome {
         }),
         started: t(0),
         duration: Duration::from_millis(41),
+        drift: None,
     }
 }
 
@@ -100,6 +101,7 @@ fn every_observation() -> Vec<Observed> {
         succeeded(RunPath::UpToDate, 8, 8),
         Observed::Suspended {
             applied_version: Some(6),
+            would: None,
         },
         Observed::Deleting {
             policy: DeletionPolicy::Drop,
@@ -427,6 +429,7 @@ fn an_invalid_spec_keeps_what_was_known_about_the_table() {
 fn suspended_reports_the_version_and_neither_reconciles_nor_stalls() {
     let status = status_of(&Observed::Suspended {
         applied_version: Some(6),
+        would: None,
     });
     assert_eq!(kstatus(&status), ["False", "False", "False"]);
     assert_eq!(
@@ -677,4 +680,116 @@ fn a_table_above_its_target_but_known_to_the_operator_is_plainly_up_to_date() {
     let status = status_of(&Observed::Succeeded(above));
 
     assert_eq!(ready(&status).0, "UpToDate");
+}
+
+// ---- pending plan and drift -----------------------------------------------------------------
+
+#[test]
+fn a_suspended_status_shows_the_pending_plan_until_the_run_after_it_ends() {
+    use boxtable_operator::migrate::detect::Decision;
+    let plan = boxtable().plan();
+    let suspended = status_of(&Observed::Suspended {
+        applied_version: Some(6),
+        would: Some(Decision::Normal { from: 6, to: 8 }),
+    });
+    let pending = suspended.pending.clone().unwrap();
+    assert_eq!(pending.path, RunPathName::Normal);
+    let versions: Vec<u32> = pending.versions.iter().map(|v| v.version).collect();
+    assert_eq!(versions, [7, 8]);
+    assert!(
+        condition(&suspended, "Ready")
+            .message
+            .ends_with("setting suspend: false applies versions 7, 8 (status.pending)")
+    );
+
+    let waiting = desired_status(
+        Some(&suspended),
+        2,
+        Some(&plan),
+        &Observed::Waiting(LockObservation::waiting(1, Duration::ZERO, None)),
+        t(1),
+    );
+    assert_eq!(
+        waiting.pending, suspended.pending,
+        "kept while the run waits"
+    );
+
+    let as_planned = desired_status(
+        Some(&waiting),
+        2,
+        Some(&plan),
+        &succeeded(RunPath::Normal, 6, 8),
+        t(2),
+    );
+    assert_eq!(as_planned.pending, None);
+    assert!(
+        !condition(&as_planned, "Ready")
+            .message
+            .contains("re-planned")
+    );
+
+    let other = desired_status(
+        Some(&waiting),
+        2,
+        Some(&plan),
+        &succeeded(RunPath::Normal, 7, 8),
+        t(2),
+    );
+    assert!(
+        condition(&other, "Ready").message.contains(
+            "re-planned: the table or the target changed since the pending plan was shown (it said: migrate from version 6 to 8; the run found version 7 and did: migrate from version 7 to 8)"
+        ),
+        "{other:?}"
+    );
+}
+
+#[test]
+fn a_drift_check_sets_the_drifted_condition_and_other_passes_keep_it() {
+    use boxtable_operator::migrate::drift::{Difference, DriftReport};
+    let mut outcome = outcome(RunPath::UpToDate, 8, 8);
+    outcome.drift = Some(DriftReport {
+        table: "public.outbox".into(),
+        version: 8,
+        differences: vec![Difference::MissingColumn {
+            column: "causationid",
+        }],
+    });
+    let drifted = status_of(&Observed::Succeeded(outcome.clone()));
+    let c = condition(&drifted, "Drifted");
+    assert_eq!((c.status.as_str(), c.reason.as_str()), ("True", "Drifted"));
+    assert_eq!(
+        condition(&drifted, "Ready").status,
+        "True",
+        "Ready is unaffected"
+    );
+
+    let plan = boxtable().plan();
+    let failed = desired_status(
+        Some(&drifted),
+        1,
+        Some(&plan),
+        &Observed::Failed {
+            reason: Reason::ConnectionFailed,
+            message: "down".into(),
+            lock: None,
+        },
+        t(5),
+    );
+    assert_eq!(
+        condition(&failed, "Drifted"),
+        c,
+        "kept unchanged without a check"
+    );
+
+    outcome.drift.as_mut().unwrap().differences.clear();
+    let clean = desired_status(
+        Some(&failed),
+        1,
+        Some(&plan),
+        &Observed::Succeeded(outcome),
+        t(9),
+    );
+    let c = condition(&clean, "Drifted");
+    assert_eq!((c.status.as_str(), c.reason.as_str()), ("False", "NoDrift"));
+    assert_eq!(c.last_transition_time.0, t(9));
 }

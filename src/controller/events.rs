@@ -31,6 +31,14 @@ fn ready(status: Option<&BoxTableStatus>) -> Option<(String, String, String)> {
     ))
 }
 
+fn drifted(status: Option<&BoxTableStatus>) -> Option<(bool, String)> {
+    let cond = status?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == crate::status::DRIFTED)?;
+    Some((cond.status == "True", cond.message.clone()))
+}
+
 fn lock_state(status: Option<&BoxTableStatus>) -> Option<LockState> {
     status?.lock.as_ref().map(|l| l.state)
 }
@@ -39,10 +47,27 @@ fn reason_named(name: &str) -> Option<Reason> {
     Reason::ALL.into_iter().find(|r| r.as_str() == name)
 }
 
-/// The transitions between `before` and `after`: lock contended or acquired after a wait, and a
-/// change of the Ready condition's reason (migrated, failed, timed out, dropped, ...).
+/// The transitions between `before` and `after`: lock contended or acquired after a wait, a
+/// change of the Ready condition's reason (migrated, failed, timed out, dropped, ...), and the
+/// `Drifted` condition turning True (a Warning) or back to False.
 pub fn transitions(before: Option<&BoxTableStatus>, after: &BoxTableStatus) -> Vec<Transition> {
     let mut out = Vec::new();
+    let was_drifted = drifted(before).is_some_and(|(d, _)| d);
+    match drifted(Some(after)) {
+        Some((true, message)) if !was_drifted => out.push(Transition {
+            warning: true,
+            reason: Reason::Drifted.as_str(),
+            action: "CheckDrift",
+            note: message,
+        }),
+        Some((false, message)) if was_drifted => out.push(Transition {
+            warning: false,
+            reason: Reason::NoDrift.as_str(),
+            action: "CheckDrift",
+            note: message,
+        }),
+        _ => {}
+    }
     let (old_lock, new_lock) = (lock_state(before), lock_state(Some(after)));
     if new_lock == Some(LockState::Waiting) && old_lock != Some(LockState::Waiting) {
         let holder = after
@@ -109,6 +134,17 @@ pub fn lock_lost_after_commit(plan: &Plan, outcome: &Outcome) -> Transition {
             outcome.to_version,
             key.lock_key()
         ),
+    }
+}
+
+/// The Warning for a run after un-suspending that did something else than the pending plan
+/// showed, because the table (or the target) changed in between.
+pub fn replanned(plan: &Plan, note: String) -> Transition {
+    Transition {
+        warning: true,
+        reason: Reason::Replanned.as_str(),
+        action: "Migrate",
+        note: format!("{}: {note}", plan.table),
     }
 }
 

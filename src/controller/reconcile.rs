@@ -136,6 +136,7 @@ pub async fn reconcile(bt: Arc<BoxTable>, ctx: Arc<Context>) -> Result<Action, R
                     Ok(()) => match finalizer::remove(&api, &bt).await {
                         Ok(()) => {
                             ctx.schedule.released(&uid);
+                            super::pass::record_drift(&ctx, &uid, None);
                             ctx.backoff.on_success(&uid);
                             Ok(Action::await_change())
                         }
@@ -277,6 +278,7 @@ async fn apply(
         let observed = match converge::observe(&target, &plan).await {
             Ok(found) => Observed::Suspended {
                 applied_version: (found.current_version > 0).then_some(found.current_version),
+                would: Some(found.decision),
             },
             Err(error) => error.observed(),
         };
@@ -298,6 +300,10 @@ async fn migrate(
     let result = pass.run_reporting_waits(plan, contention, run).await;
     let observed = match result {
         Ok(outcome) => {
+            if let Some(note) = crate::status::replanned(pass.written.as_ref(), &outcome) {
+                tracing::info!(table = %plan.table, note, "re-planned after un-suspending");
+                events::publish(&ctx.recorder, pass.bt, vec![events::replanned(plan, note)]).await;
+            }
             if let Some(lock) = &outcome.lock {
                 ctx.metrics.record_lock(LockOutcome::Acquired, lock.waited);
             }

@@ -15,7 +15,8 @@ use crate::ident::{IDENT_PATTERN, MAX_IDENT_BYTES};
 mod status;
 
 pub use status::{
-    BoxTableStatus, LastRun, LockHolder, LockState, LockStatus, PgLocks, RunPathName,
+    BoxTableStatus, LastRun, LockHolder, LockState, LockStatus, PendingPlan, PendingVersion,
+    PgLocks, RunPathName,
 };
 
 /// The API group of every resource this operator serves.

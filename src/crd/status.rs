@@ -29,7 +29,15 @@ pub struct BoxTableStatus {
     /// The last completed migration run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_run: Option<LastRun>,
-    /// kstatus conditions: `Ready`, `Reconciling`, `Stalled`.
+    /// While `suspend: true`: the plan a run would carry out now, for review (the path, the
+    /// versions, and each history row it would write). Setting `suspend: false` applies it; if the
+    /// table changed in between, the run re-plans and says so (event `Replanned`, and the Ready
+    /// message). Absent when not suspended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending: Option<PendingPlan>,
+    /// kstatus conditions `Ready`, `Reconciling`, `Stalled`, and the detail condition `Drifted`
+    /// (True when the table's columns, types, nullability, keys or replay index no longer match
+    /// the shape of its recorded version; reported only, never repaired, and Ready is unaffected).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
@@ -130,6 +138,35 @@ pub struct LastRun {
     pub start_time: Time,
     /// How long the run took, lock wait included, in milliseconds.
     pub duration_milliseconds: u64,
+}
+
+/// What a run would do now, shown while the BoxTable is suspended.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = super::kubernetes_integer_formats)]
+pub struct PendingPlan {
+    /// The path the run would take (`UpToDate`: nothing to apply).
+    pub path: RunPathName,
+    /// The version the table is at now (0 when it does not exist).
+    pub from_version: u32,
+    /// The version the run would reach.
+    pub to_version: u32,
+    /// The history rows the run would write, in order: each version and its description
+    /// (a fresh table: one row at the target; a table without history: its detected version
+    /// first). Empty when there is nothing to apply.
+    #[serde(default)]
+    pub versions: Vec<PendingVersion>,
+}
+
+/// One version a pending run would apply, as its history row records it.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = super::kubernetes_integer_formats)]
+pub struct PendingVersion {
+    /// The version.
+    pub version: u32,
+    /// Its description, as written into `__BrighterMigrationHistory`.
+    pub description: String,
 }
 
 /// The path a run took, as shown in status.

@@ -21,7 +21,9 @@ use crate::reason::Reason;
 use crate::report::chain;
 use crate::status::{self, Observed};
 
-pub use result::{DatabaseTarget, PlanReport, PlannedStatement, TableResult, Verdict, worst};
+pub use result::{
+    DatabaseTarget, DriftSummary, PlanReport, PlannedStatement, TableResult, Verdict, worst,
+};
 use sessions::Sessions;
 
 /// `application_name` of the command's sessions.
@@ -204,6 +206,7 @@ async fn one(
                     Ok(found) => Observed::Suspended {
                         applied_version: (found.current_version > 0)
                             .then_some(found.current_version),
+                        would: Some(found.decision),
                     },
                     Err(error) => error.observed(),
                 }
@@ -238,7 +241,9 @@ fn applied(
     result.message = ready.map(|c| c.message.clone()).unwrap_or_default();
     result.result = match observed {
         Observed::Succeeded(_) => Verdict::Ready,
-        Observed::Suspended { applied_version } => {
+        Observed::Suspended {
+            applied_version, ..
+        } => {
             if applied_version.unwrap_or(0) >= crate::plan::target_version(plan) {
                 Verdict::Ready
             } else {
@@ -338,6 +343,7 @@ async fn planned(
         target_version: preview.target_version,
         lock_key: LockIdentity::for_table(table).lock_key().to_owned(),
         statements,
+        drift: preview.drift.as_ref().map(DriftSummary::of),
     };
     Ok((verdict, reason, message, report))
 }

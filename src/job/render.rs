@@ -76,6 +76,10 @@ pub fn plan(results: &[TableResult]) -> String {
             "# path {}, version {} -> {} (target {}): {}",
             plan.path, plan.from_version, plan.to_version, plan.target_version, r.message
         );
+        if let Some(drift) = &plan.drift {
+            let label = if drift.drifted { "DRIFT" } else { "no drift" };
+            let _ = writeln!(out, "# {label}: {}", drift.message);
+        }
         if plan.statements.is_empty() {
             out.push('\n');
             continue;

@@ -104,6 +104,31 @@ impl PlannedStatement {
     }
 }
 
+/// A plan's drift check: whether the table drifted from its recorded version's shape, and how.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DriftSummary {
+    /// Whether any difference is drift (extra columns alone are not).
+    pub drifted: bool,
+    /// The version compared with.
+    pub version: u32,
+    /// One line naming each difference.
+    pub message: String,
+    /// Each difference, drift and extra columns alike.
+    pub differences: Vec<String>,
+}
+
+impl DriftSummary {
+    /// The summary of `report`.
+    pub fn of(report: &crate::migrate::drift::DriftReport) -> Self {
+        Self {
+            drifted: report.drifted(),
+            version: report.version,
+            message: report.message(),
+            differences: report.differences.iter().map(ToString::to_string).collect(),
+        }
+    }
+}
+
 /// What a plan found for one table.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -118,6 +143,10 @@ pub struct PlanReport {
     pub target_version: u32,
     /// Brighter's lock key the run would take.
     pub lock_key: String,
+    /// How the table compares with the shape of the version its history records (checked for a
+    /// table with history; reported only, it does not change the exit code).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub drift: Option<DriftSummary>,
     /// The statements, in order, inside one transaction under that lock.
     pub statements: Vec<PlannedStatement>,
 }

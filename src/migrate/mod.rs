@@ -8,6 +8,8 @@
 //! - `runner`: the one transaction: lock, BEGIN, ensure history, re-detect, apply, COMMIT, unlock.
 //! - `statements`: the statements a transaction runs, as values (the runner executes them,
 //!   `migrate --dry-run` prints them).
+//! - `drift`: how a table differs from the shape its recorded version implies (pure).
+//! - `inspect`: reading a table's actual shape and comparing it (drift, read-only).
 //! - `observe`: what a run would do, read-only (suspended resources and `migrate --dry-run`).
 //! - `ownership`: which BoxTable owns a table (a record in the table's comment).
 //! - `server`: which PostgreSQL majors are supported (13 and newer).
@@ -16,8 +18,10 @@
 
 pub mod catalog;
 pub mod detect;
+pub mod drift;
 mod error;
 pub mod history;
+pub mod inspect;
 pub mod observe;
 pub mod ownership;
 pub mod runner;
@@ -149,4 +153,7 @@ pub struct Outcome {
     pub started: jiff::Timestamp,
     /// How long the run took, lock wait included.
     pub duration: Duration,
+    /// How the table compares with the shape of `to_version`, when it was checked (the
+    /// controller checks after every successful pass; `None`: not checked).
+    pub drift: Option<drift::DriftReport>,
 }

@@ -22,6 +22,8 @@ pub struct Observation {
     pub target_version: u32,
     /// The path a run would take now.
     pub would: RunPath,
+    /// What a run would do now (its versions; see [`statements::history_rows`]).
+    pub decision: Decision,
 }
 
 /// Reads what a run would do now, without the lock and without writing anything.
@@ -55,6 +57,7 @@ pub async fn observe(session: &Session, plan: &Plan) -> Result<Observation, RunE
         current_version: decision.from_version(),
         target_version: target,
         would: decision.path(),
+        decision,
     })
 }
 
@@ -67,6 +70,9 @@ pub struct Preview {
     pub target_version: u32,
     /// The statements its transaction would run, in order (empty when up to date).
     pub statements: Vec<Statement>,
+    /// How the table compares with the shape of the version its history records (`None` without
+    /// history, or at a version newer than this operator knows).
+    pub drift: Option<super::drift::DriftReport>,
 }
 
 /// Reads what a run would do now and the exact statements it would send, without the lock and
@@ -104,9 +110,15 @@ pub async fn preview(session: &Session, plan: &Plan) -> Result<Preview, RunError
     let (facts, public_history_exists) = read?;
     let history = HistoryTable::for_table(&plan.table, plan.history_scope);
     let decision = detect::decide(plan, target, &facts, &history.quoted())?;
+    let drift = match decision {
+        Decision::Normal { from, .. } => super::inspect::drift(client, plan, from).await?,
+        Decision::UpToDate { at } => super::inspect::drift(client, plan, at).await?,
+        Decision::Fresh { .. } | Decision::Bootstrap { .. } => None,
+    };
     Ok(Preview {
         decision,
         target_version: target,
         statements: statements::transaction(plan, decision, public_history_exists),
+        drift,
     })
 }

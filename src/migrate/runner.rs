@@ -68,6 +68,7 @@ pub async fn run(
         lock: None,
         started,
         duration: clock.elapsed(),
+        drift: None,
     };
     if let Some(at) = up_to_date_without_lock(client, plan, target).await? {
         return Ok(up_to_date(at));
@@ -122,6 +123,7 @@ pub async fn run(
         lock: Some(report),
         started,
         duration: clock.elapsed(),
+        drift: None,
     })
 }
 

@@ -56,6 +56,65 @@ const INBOX_FRESH: &[(&str, Def)] = &[
 /// The inbox's table constraint, after its columns.
 const INBOX_PRIMARY_KEY: &str = "PRIMARY KEY (commandid, contextkey)";
 
+/// A column of the shape a version implies, as the fresh DDL writes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShapeColumn {
+    /// The lowercase column name.
+    pub name: &'static str,
+    /// The type as the DDL writes it (`varchar(255)`, `timestamptz`, `bigserial`, the payload's).
+    pub sql_type: String,
+    /// Whether the column is `NOT NULL` (declared so, or part of the primary key).
+    pub not_null: bool,
+}
+
+/// The columns a table at `number` has, in Brighter's order, with their types and nullability
+/// (the fresh shape restricted to that version's columns; `id` on an outbox always).
+pub fn columns_at(kind: BoxKind, payload: Payload, number: u32) -> Vec<ShapeColumn> {
+    let present = kind.columns_at(number);
+    fresh_shape(kind)
+        .iter()
+        .filter(|(name, _)| *name == "id" || present.contains(name))
+        .map(|(name, def)| match def {
+            Def::Payload => ShapeColumn {
+                name,
+                sql_type: payload.sql_type().to_owned(),
+                not_null: false,
+            },
+            Def::Sql(sql) => ShapeColumn {
+                name,
+                sql_type: sql.split_whitespace().next().unwrap_or_default().to_owned(),
+                not_null: sql.contains("NOT NULL")
+                    || sql.contains("PRIMARY KEY")
+                    || primary_key(kind).contains(name),
+            },
+        })
+        .collect()
+}
+
+/// The primary key's columns, in order (`id` for an outbox, `commandid, contextkey` for an inbox).
+pub fn primary_key(kind: BoxKind) -> &'static [&'static str] {
+    match kind {
+        BoxKind::Outbox => &["id"],
+        BoxKind::Inbox => &["commandid", "contextkey"],
+    }
+}
+
+/// The columns with a unique constraint of their own besides the primary key (`messageid` on an
+/// outbox).
+pub fn unique_columns(kind: BoxKind) -> &'static [&'static str] {
+    match kind {
+        BoxKind::Outbox => &["messageid"],
+        BoxKind::Inbox => &[],
+    }
+}
+
+fn fresh_shape(kind: BoxKind) -> &'static [(&'static str, Def)] {
+    match kind {
+        BoxKind::Outbox => OUTBOX_FRESH,
+        BoxKind::Inbox => INBOX_FRESH,
+    }
+}
+
 /// The statements that create a table directly at `number` (normally the latest): the latest
 /// shape restricted to the columns that version has, plus the causationid index from V8.
 ///
@@ -114,6 +173,28 @@ mod tests {
                 .collect();
             assert_eq!(fresh, kind.columns_at(kind.latest()), "{kind:?}");
         }
+    }
+
+    #[test]
+    fn the_inbox_primary_key_constraint_names_the_key_columns() {
+        let columns = primary_key(BoxKind::Inbox).join(", ");
+        assert_eq!(INBOX_PRIMARY_KEY, format!("PRIMARY KEY ({columns})"));
+    }
+
+    #[test]
+    fn the_shape_of_a_version_has_its_columns_types_and_nullability() {
+        let v8 = columns_at(BoxKind::Outbox, Payload::Binary, 8);
+        assert_eq!(v8.len(), 24);
+        let get = |name: &str| v8.iter().find(|c| c.name == name).unwrap().clone();
+        assert_eq!(get("id").sql_type, "bigserial");
+        assert!(get("id").not_null && get("messageid").not_null);
+        assert_eq!(get("body").sql_type, "bytea");
+        assert!(!get("body").not_null && !get("causationid").not_null);
+        let v1 = columns_at(BoxKind::Outbox, Payload::Text, 1);
+        assert!(v1.iter().all(|c| c.name != "dispatched"));
+        let inbox = columns_at(BoxKind::Inbox, Payload::Jsonb, 2);
+        let contextkey = inbox.iter().find(|c| c.name == "contextkey").unwrap();
+        assert!(contextkey.not_null, "part of the primary key");
     }
 
     #[test]

@@ -149,6 +149,20 @@ pub fn steps(plan: &Plan, decision: Decision) -> Vec<Statement> {
     out
 }
 
+/// The history rows a run for `decision` writes, in order: each version and its description (the
+/// versions a suspended BoxTable shows as pending).
+pub fn history_rows(plan: &Plan, decision: Decision) -> Vec<(u32, String)> {
+    steps(plan, decision)
+        .into_iter()
+        .filter_map(|s| match (s.purpose, s.params.get(3)) {
+            (Purpose::HistoryRow { version }, Some(Param::Text(description))) => {
+                Some((version, description.clone()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
 /// Everything the transaction would run for `decision`: [`setup`] then [`steps`]; nothing when
 /// the table is up to date (a Global run then opens no transaction at all).
 pub fn transaction(plan: &Plan, decision: Decision, public_history_exists: bool) -> Vec<Statement> {
@@ -184,6 +198,25 @@ mod tests {
             .iter()
             .map(|s| format!("{:?}", s.purpose))
             .collect()
+    }
+
+    #[test]
+    fn the_history_rows_of_a_bootstrap_start_with_the_detected_version() {
+        let rows = history_rows(
+            &plan(HistoryScope::Global),
+            Decision::Bootstrap { detected: 6, to: 8 },
+        );
+        assert_eq!(
+            rows,
+            [
+                (6, "bootstrap: detected at V6".to_owned()),
+                (7, "Add dataref, specversion columns".to_owned()),
+                (8, "Add causationid column and replay index".to_owned()),
+            ]
+        );
+        let fresh = history_rows(&plan(HistoryScope::Global), Decision::Fresh { to: 8 });
+        assert_eq!(fresh, [(8, "fresh install at V8".to_owned())]);
+        assert!(history_rows(&plan(HistoryScope::Global), Decision::UpToDate { at: 8 }).is_empty());
     }
 
     #[test]

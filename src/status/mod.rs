@@ -15,8 +15,13 @@ use crate::migrate::{Outcome, Plan, RunPath};
 use crate::plan::target_version;
 use crate::reason::Reason;
 
+mod drift;
 mod lock;
 mod messages;
+mod pending;
+
+pub use drift::DRIFTED;
+pub use pending::{pending_plan, replanned};
 
 pub use lock::LockObservation;
 use lock::{carried_lock, observed_lock, succeeded_lock, time};
@@ -54,6 +59,8 @@ pub enum Observed {
     Suspended {
         /// The version found (`None` when the table does not exist).
         applied_version: Option<u32>,
+        /// What a run would do now (shown as `status.pending`).
+        would: Option<crate::migrate::detect::Decision>,
     },
     /// The object is being deleted and its finalizer is running. In progress.
     Deleting {
@@ -100,6 +107,20 @@ pub fn desired_status(
         Some(p) => carried_lock(p, prev.lock.as_ref()),
         None => prev.lock.clone(),
     };
+    // A suspended BoxTable's plan stays shown while its run waits for the lock and migrates, so
+    // the run's outcome can be compared with it; anything else ends it.
+    let pending = match observed {
+        Observed::Suspended {
+            would: Some(decision),
+            ..
+        } => plan.map(|p| pending_plan(p, *decision)),
+        Observed::Waiting(_) | Observed::Migrating(_) => prev.pending.clone(),
+        _ => None,
+    };
+    let drift = match observed {
+        Observed::Succeeded(outcome) => outcome.drift.as_ref(),
+        _ => None,
+    };
 
     let verdict = match observed {
         Observed::Waiting(obs) => {
@@ -127,8 +148,11 @@ pub fn desired_status(
             if outcome.path != RunPath::UpToDate || last_run.is_none() {
                 last_run = Some(last_run_of(outcome));
             }
-            let (reason, message) = kept_ready(&prev, generation, outcome)
+            let (reason, mut message) = kept_ready(&prev, generation, outcome)
                 .unwrap_or_else(|| success_message(&shown, outcome));
+            if let Some(note) = replanned(previous, outcome) {
+                message = format!("{message}; {note}");
+            }
             Verdict {
                 ready: true,
                 reconciling: false,
@@ -151,7 +175,9 @@ pub fn desired_status(
                 in_progress(*reason, message.clone())
             }
         }
-        Observed::Suspended { applied_version } => {
+        Observed::Suspended {
+            applied_version, ..
+        } => {
             applied = *applied_version;
             let now_at = match applied_version {
                 Some(v) => format!("{shown} is at version {v}"),
@@ -162,7 +188,11 @@ pub fn desired_status(
                 reconciling: false,
                 stalled: false,
                 reason: Reason::Suspended,
-                message: format!("suspended; {now_at}, target {}", version_text(target)),
+                message: format!(
+                    "suspended; {now_at}, target {}{}",
+                    version_text(target),
+                    pending_note(pending.as_ref())
+                ),
             }
         }
         Observed::Deleting { policy } => {
@@ -186,8 +216,34 @@ pub fn desired_status(
         target_version: target,
         lock,
         last_run,
-        conditions: conditions(&verdict, generation, &prev.conditions, now),
+        pending,
+        conditions: conditions(&verdict, generation, &prev.conditions, now)
+            .into_iter()
+            .chain(drift::drifted_condition(
+                drift,
+                generation,
+                &prev.conditions,
+                now,
+            ))
+            .collect(),
     }
+}
+
+/// What a suspended status adds about its pending plan.
+fn pending_note(pending: Option<&crate::crd::PendingPlan>) -> String {
+    let Some(pending) = pending.filter(|p| !p.versions.is_empty()) else {
+        return String::new();
+    };
+    let versions: Vec<String> = pending
+        .versions
+        .iter()
+        .map(|v| v.version.to_string())
+        .collect();
+    format!(
+        "; setting suspend: false applies version{} {} (status.pending)",
+        if versions.len() == 1 { "" } else { "s" },
+        versions.join(", ")
+    )
 }
 
 /// What a conflict says: the table, and the BoxTable (`namespace/name`) that already manages it.
@@ -210,7 +266,7 @@ pub fn same_ignoring_timestamps(a: &BoxTableStatus, b: &BoxTableStatus) -> bool 
 pub fn up_to_date(live: &BoxTableStatus, desired: &BoxTableStatus) -> bool {
     let mut ours = live.clone();
     ours.conditions
-        .retain(|c| [READY, RECONCILING, STALLED].contains(&c.type_.as_str()));
+        .retain(|c| [READY, RECONCILING, STALLED, DRIFTED].contains(&c.type_.as_str()));
     same_ignoring_timestamps(&ours, desired)
 }
 

@@ -139,6 +139,9 @@ pub struct Metrics {
     failures: Family<ReasonLabels, Counter>,
     drops: Family<ResultLabels, Counter>,
     in_flight: Gauge,
+    drifted: Gauge,
+    /// The BoxTables (by uid) whose last drift check found drift; `drifted` is its size.
+    drifted_uids: std::sync::Mutex<std::collections::BTreeSet<String>>,
 }
 
 impl Default for Metrics {
@@ -255,6 +258,12 @@ impl Metrics {
             "Reconcile passes running now",
             in_flight.clone(),
         );
+        let drifted = Gauge::default();
+        registry.register(
+            "drifted",
+            "BoxTables whose table no longer has the shape of its recorded version (condition Drifted)",
+            drifted.clone(),
+        );
         Self {
             registry,
             reconciles,
@@ -266,7 +275,27 @@ impl Metrics {
             failures,
             drops,
             in_flight,
+            drifted,
+            drifted_uids: std::sync::Mutex::default(),
         }
+    }
+
+    /// Records whether the BoxTable `uid` is drifted now, and forgets every BoxTable for which
+    /// `exists` is false (deleted ones), so `boxtable_drifted` counts the drifted BoxTables there
+    /// are.
+    pub fn record_drift(&self, uid: &str, drifted: bool, exists: impl Fn(&str) -> bool) {
+        let mut uids = self
+            .drifted_uids
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if drifted {
+            uids.insert(uid.to_owned());
+        } else {
+            uids.remove(uid);
+        }
+        uids.retain(|u| u == uid || exists(u));
+        self.drifted
+            .set(i64::try_from(uids.len()).unwrap_or(i64::MAX));
     }
 
     /// Counts one reconcile pass and observes its duration.

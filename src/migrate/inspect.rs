@@ -1,0 +1,120 @@
+//! Reading a table's actual shape (columns with their type modifiers, nullability and defaults,
+//! and its indexes) from the system catalog, and comparing it with the shape its recorded version
+//! implies (see [`super::drift`]). Read-only, without the lock.
+
+use tokio_postgres::Client;
+use tokio_postgres::types::Type;
+
+use super::drift::{self, ActualColumn, ActualIndex, ActualShape, DriftReport};
+use super::{Plan, RunError};
+use crate::ident::QualifiedName;
+
+/// The table's oid from its schema (`$1`) and name (`$2`).
+macro_rules! table_oid {
+    () => {
+        "(SELECT c.oid FROM pg_catalog.pg_class c \
+           WHERE c.relnamespace = (SELECT oid FROM pg_catalog.pg_namespace WHERE nspname = $1) \
+             AND c.relname = $2 AND c.relkind IN ('r', 'p'))"
+    };
+}
+
+/// Every live column in order: name, type with modifier, `NOT NULL`, and whether an insert may
+/// leave it out (a default, an identity or a generated column).
+const COLUMNS_SQL: &str = concat!(
+    "SELECT a.attname::text, pg_catalog.format_type(a.atttypid, a.atttypmod), a.attnotnull, \
+            a.atthasdef OR a.attidentity <> '' OR a.attgenerated <> '' \
+       FROM pg_catalog.pg_attribute a \
+      WHERE a.attrelid = ",
+    table_oid!(),
+    " AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum"
+);
+
+/// Every index: name, primary, unique, valid, partial, and its key columns in order (NULL for an
+/// expression; included non-key columns left out).
+const INDEXES_SQL: &str = concat!(
+    "SELECT i.relname::text, x.indisprimary, x.indisunique, x.indisvalid, x.indpred IS NOT NULL, \
+            ARRAY(SELECT a.attname::text \
+                    FROM unnest(x.indkey::int2[]) WITH ORDINALITY AS k(attnum, n) \
+                    LEFT JOIN pg_catalog.pg_attribute a \
+                      ON a.attrelid = x.indrelid AND a.attnum = k.attnum \
+                   WHERE k.n <= x.indnkeyatts ORDER BY k.n) \
+       FROM pg_catalog.pg_index x JOIN pg_catalog.pg_class i ON i.oid = x.indexrelid \
+      WHERE x.indrelid = ",
+    table_oid!(),
+    " ORDER BY i.relname"
+);
+
+/// Reads the table's actual shape; `None` when the table does not exist.
+///
+/// # Errors
+/// [`RunError`] classified from the database error.
+pub async fn actual_shape(
+    client: &Client,
+    table: &QualifiedName,
+) -> Result<Option<ActualShape>, RunError> {
+    let op = "reading the table's shape";
+    let params: [(&(dyn tokio_postgres::types::ToSql + Sync), Type); 2] = [
+        (&table.schema.as_str(), Type::TEXT),
+        (&table.table.as_str(), Type::TEXT),
+    ];
+    let rows = client
+        .query_typed(COLUMNS_SQL, &params)
+        .await
+        .map_err(RunError::query(op, table))?;
+    if rows.is_empty() {
+        return Ok(None);
+    }
+    let mut columns = Vec::with_capacity(rows.len());
+    for row in rows {
+        columns.push(ActualColumn {
+            name: row.try_get(0).map_err(RunError::query(op, table))?,
+            data_type: row.try_get(1).map_err(RunError::query(op, table))?,
+            not_null: row.try_get(2).map_err(RunError::query(op, table))?,
+            has_default: row.try_get(3).map_err(RunError::query(op, table))?,
+        });
+    }
+    let rows = client
+        .query_typed(INDEXES_SQL, &params)
+        .await
+        .map_err(RunError::query(op, table))?;
+    let mut indexes = Vec::with_capacity(rows.len());
+    for row in rows {
+        indexes.push(ActualIndex {
+            name: row.try_get(0).map_err(RunError::query(op, table))?,
+            primary: row.try_get(1).map_err(RunError::query(op, table))?,
+            unique: row.try_get(2).map_err(RunError::query(op, table))?,
+            valid: row.try_get(3).map_err(RunError::query(op, table))?,
+            partial: row.try_get(4).map_err(RunError::query(op, table))?,
+            columns: row.try_get(5).map_err(RunError::query(op, table))?,
+        });
+    }
+    Ok(Some(ActualShape { columns, indexes }))
+}
+
+/// Compares the table with the shape of `version` (its history's). `None` when there is nothing
+/// to compare: no table, or a version this operator's catalog does not know (a newer Brighter's).
+///
+/// # Errors
+/// [`RunError`] classified from the database error.
+///
+/// # Idempotency
+/// Read-only.
+pub async fn drift(
+    client: &Client,
+    plan: &Plan,
+    version: u32,
+) -> Result<Option<DriftReport>, RunError> {
+    if version == 0 || plan.kind.version(version).is_none() {
+        return Ok(None);
+    }
+    let Some(actual) = actual_shape(client, &plan.table).await? else {
+        return Ok(None);
+    };
+    Ok(Some(drift::compare(
+        plan.kind,
+        plan.payload,
+        &plan.table,
+        version,
+        &actual,
+    )))
+}
