@@ -18,6 +18,9 @@ RUN awk '/^\[/ { skip = ($0 ~ /^\[\[(bench|test|example)\]\]/) } !skip' Cargo.to
  && rm -rf src localapi/src
 
 # The operator itself. touch makes cargo rebuild the crate over the stub's newer artifacts.
+# .git is not in the context: pass the revision for boxtable_build_info with
+# --build-arg BOXTABLE_REVISION=$(git rev-parse --short=12 HEAD).
+ARG BOXTABLE_REVISION=unknown
 COPY . .
 RUN touch src/main.rs src/lib.rs \
  && cargo build --release --locked --bin boxtable-operator \

@@ -64,6 +64,7 @@ fn outcome(path: RunPath, from: u32, to: u32) -> Outcome {
             attempts: 1,
             waited: Duration::ZERO,
         }),
+        blocked: boxtable_operator::lock::Blocked::default(),
         started: t(0),
         duration: Duration::from_millis(41),
         drift: None,

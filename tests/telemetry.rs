@@ -116,3 +116,217 @@ async fn cancelling_the_token_stops_the_server() {
         .unwrap();
     assert!(tokio::net::TcpStream::connect(addr).await.is_err());
 }
+
+/// BoxTables as the controller's cache holds them, changed by the test.
+#[derive(Default)]
+struct Cache(std::sync::Mutex<Vec<Arc<boxtable_operator::crd::BoxTable>>>);
+
+impl boxtable_operator::telemetry::ObjectSource for Cache {
+    fn boxtables(&self) -> Vec<Arc<boxtable_operator::crd::BoxTable>> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+/// A BoxTable named `name` whose conditions are (type, status, reason); none at all when empty.
+fn boxtable_with(
+    name: &str,
+    conditions: &[(&str, &str, &str)],
+) -> boxtable_operator::crd::BoxTable {
+    let conditions: Vec<serde_json::Value> = conditions
+        .iter()
+        .map(|(type_, status, reason)| {
+            serde_json::json!({"type": type_, "status": status, "reason": reason, "message": "",
+                "lastTransitionTime": "2026-11-30T01:49:28Z"})
+        })
+        .collect();
+    let mut object = serde_json::json!({
+        "apiVersion": "brighter.dev/v1alpha1", "kind": "BoxTable",
+        "metadata": {"name": name, "namespace": "shop", "uid": name},
+        "spec": {"box": "Outbox", "table": name, "database": {"secretRef": {"name": "db"}}},
+    });
+    if !conditions.is_empty() {
+        object["status"] = serde_json::json!({ "conditions": conditions });
+    }
+    serde_json::from_value(object).unwrap()
+}
+
+fn ready(reason: &str) -> [(&str, &str, &str); 3] {
+    [
+        ("Ready", "True", reason),
+        ("Reconciling", "False", reason),
+        ("Stalled", "False", reason),
+    ]
+}
+
+fn stalled(reason: &str) -> [(&str, &str, &str); 3] {
+    [
+        ("Ready", "False", reason),
+        ("Reconciling", "False", reason),
+        ("Stalled", "True", reason),
+    ]
+}
+
+fn reconciling(reason: &str) -> [(&str, &str, &str); 3] {
+    [
+        ("Ready", "False", reason),
+        ("Reconciling", "True", reason),
+        ("Stalled", "False", reason),
+    ]
+}
+
+#[tokio::test]
+async fn boxtable_objects_counts_the_cache_by_state_and_reason_and_a_deleted_boxtable_stops_counting()
+ {
+    let (addr, metrics, _, shutdown, _) = start().await;
+    let cache = Arc::new(Cache::default());
+    metrics.count_objects(cache.clone());
+    *cache.0.lock().unwrap() = vec![
+        Arc::new(boxtable_with("a", &ready("Migrated"))),
+        Arc::new(boxtable_with("b", &ready("Migrated"))),
+        Arc::new(boxtable_with("c", &ready("UpToDate"))),
+        Arc::new(boxtable_with("d", &stalled("SecretNotFound"))),
+        Arc::new(boxtable_with("e", &reconciling("WaitingForLock"))),
+        Arc::new(boxtable_with("f", &[("Ready", "False", "Suspended")])),
+        Arc::new(boxtable_with("g", &[])),
+        Arc::new(boxtable_with("h", &ready("FromAFutureVersion"))),
+    ];
+    let (_, _, body) = get(addr, "/metrics").await;
+    assert!(body.contains("# TYPE boxtable_objects gauge"), "{body}");
+    for (series, expected) in [
+        (r#"boxtable_objects{state="ready",reason="Migrated"}"#, 2.0),
+        (r#"boxtable_objects{state="ready",reason="UpToDate"}"#, 1.0),
+        (r#"boxtable_objects{state="ready",reason="Unknown"}"#, 1.0),
+        (
+            r#"boxtable_objects{state="stalled",reason="SecretNotFound"}"#,
+            1.0,
+        ),
+        (
+            r#"boxtable_objects{state="reconciling",reason="WaitingForLock"}"#,
+            1.0,
+        ),
+        (
+            r#"boxtable_objects{state="suspended",reason="Suspended"}"#,
+            1.0,
+        ),
+        (r#"boxtable_objects{state="pending",reason="None"}"#, 1.0),
+        (r#"boxtable_objects{state="stalled",reason="None"}"#, 0.0),
+    ] {
+        assert_eq!(sample(&body, series), Some(expected), "{series} in\n{body}");
+    }
+
+    // The stalled one is deleted, and a Migrated one moves on to UpToDate.
+    cache
+        .0
+        .lock()
+        .unwrap()
+        .retain(|bt| !["d", "a"].contains(&bt.metadata.name.as_deref().unwrap()));
+    cache
+        .0
+        .lock()
+        .unwrap()
+        .push(Arc::new(boxtable_with("a", &ready("UpToDate"))));
+    let (_, _, body) = get(addr, "/metrics").await;
+    for (series, expected) in [
+        (
+            r#"boxtable_objects{state="stalled",reason="SecretNotFound"}"#,
+            0.0,
+        ),
+        (r#"boxtable_objects{state="ready",reason="Migrated"}"#, 1.0),
+        (r#"boxtable_objects{state="ready",reason="UpToDate"}"#, 2.0),
+    ] {
+        assert_eq!(sample(&body, series), Some(expected), "{series} in\n{body}");
+    }
+    shutdown.cancel();
+}
+
+#[tokio::test]
+async fn build_info_names_the_version_and_the_git_revision_and_the_leader_gauge_follows_set_leader()
+{
+    let (addr, metrics, _, shutdown, _) = start().await;
+    let (_, _, body) = get(addr, "/metrics").await;
+    let revision = boxtable_operator::telemetry::REVISION;
+    assert!(!revision.is_empty());
+    // The suite runs in a git checkout: the revision is its commit, not the fallback.
+    let head = std::process::Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    assert!(head.status.success(), "the tests run in a git checkout");
+    assert_eq!(revision, String::from_utf8(head.stdout).unwrap().trim());
+    let series = format!(
+        "boxtable_build_info{{version=\"{}\",revision=\"{revision}\"}}",
+        env!("CARGO_PKG_VERSION")
+    );
+    assert_eq!(sample(&body, &series), Some(1.0), "{series} in\n{body}");
+
+    assert_eq!(sample(&body, "boxtable_leader"), Some(0.0), "{body}");
+    metrics.set_leader(true);
+    assert_eq!(
+        sample(&get(addr, "/metrics").await.2, "boxtable_leader"),
+        Some(1.0)
+    );
+    metrics.set_leader(false);
+    assert_eq!(
+        sample(&get(addr, "/metrics").await.2, "boxtable_leader"),
+        Some(0.0)
+    );
+    shutdown.cancel();
+}
+
+#[tokio::test]
+async fn lock_held_counts_the_locks_this_process_holds_and_blocked_sessions_are_counted_at_release()
+{
+    let (addr, metrics, _, shutdown, _) = start().await;
+    assert_eq!(
+        sample(&get(addr, "/metrics").await.2, "boxtable_lock_held"),
+        Some(0.0)
+    );
+    let first = boxtable_operator::lock::HeldLock::taken();
+    let second = boxtable_operator::lock::HeldLock::taken();
+    assert_eq!(
+        sample(&get(addr, "/metrics").await.2, "boxtable_lock_held"),
+        Some(2.0)
+    );
+    drop(first);
+    assert_eq!(
+        sample(&get(addr, "/metrics").await.2, "boxtable_lock_held"),
+        Some(1.0)
+    );
+    drop(second);
+    assert_eq!(
+        sample(&get(addr, "/metrics").await.2, "boxtable_lock_held"),
+        Some(0.0)
+    );
+
+    metrics.record_blocked(boxtable_operator::lock::Blocked::default());
+    metrics.record_blocked(boxtable_operator::lock::Blocked {
+        sessions: 2,
+        longest: Duration::from_secs(4),
+    });
+    let (_, _, body) = get(addr, "/metrics").await;
+    assert_eq!(
+        sample(&body, "boxtable_lock_blocked_sessions_total"),
+        Some(2.0),
+        "{body}"
+    );
+    assert_eq!(
+        sample(&body, "boxtable_lock_blocked_wait_seconds_count"),
+        Some(1.0),
+        "{body}"
+    );
+    assert_eq!(
+        sample(&body, "boxtable_lock_blocked_wait_seconds_sum"),
+        Some(4.0),
+        "{body}"
+    );
+    shutdown.cancel();
+}
+
+/// The value of exactly `series` (name and labels) in a scrape; `None` when it is not there.
+fn sample(body: &str, series: &str) -> Option<f64> {
+    body.lines().find_map(|line| {
+        let (name, value) = line.rsplit_once(' ')?;
+        (name == series).then(|| value.parse().ok())?
+    })
+}

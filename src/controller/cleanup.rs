@@ -83,6 +83,7 @@ pub(super) async fn cleanup(
         Ok(outcome) => {
             ctx.metrics
                 .record_lock(LockOutcome::Acquired, outcome.lock.waited);
+            ctx.metrics.record_blocked(outcome.blocked);
             let (result, warning, reason, note) = match outcome.verdict {
                 DropVerdict::Dropped { origin, rows } => (
                     DropResult::Dropped,

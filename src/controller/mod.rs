@@ -114,11 +114,16 @@ pub async fn run(
         // Ready again once the BoxTable cache has synced.
         readiness.set_not_ready();
         tracing::info!(identity = %settings.instance, "became leader");
+        metrics.set_leader(true);
         let lost = lost_leadership.clone();
         let stop = shutdown.clone();
         let ended = ended.clone();
+        let leading = metrics.clone();
         leadership = Some(tokio::spawn(async move {
-            let error = match elector.keep(&stop).await {
+            let kept = elector.keep(&stop).await;
+            // Handed back on shutdown, or lost: this replica reconciles no more.
+            leading.set_leader(false);
+            let error = match kept {
                 leader::Ended::Shutdown => None,
                 leader::Ended::TakenOver { holder } => Some(RunError::TakenOver { holder }),
                 leader::Ended::RenewDeadlinePassed { last_error } => {
@@ -133,6 +138,10 @@ pub async fn run(
                 lost.cancel();
             }
         }));
+    }
+    if settings.leader_election_namespace.is_none() {
+        // Without leader election this replica is the one that reconciles.
+        metrics.set_leader(true);
     }
     let stop = CancellationToken::new();
     {
@@ -172,6 +181,7 @@ pub async fn run(
         };
         let controller = Controller::new(boxtables, watcher::Config::default().any_semantic());
         let store = controller.store();
+        metrics.count_objects(Arc::new(CachedBoxTables(store.clone())));
         let schedule = Arc::new(schedule::Schedule::default());
         let secret_schedule = schedule.clone();
         let holds = Arc::new(secret_guard::Holds::default());
@@ -250,6 +260,7 @@ pub async fn run(
         });
     }
     futures::future::join_all(controllers).await;
+    metrics.set_leader(false);
     // On shutdown the elector hands the Lease back (bounded by its request timeouts); wait for
     // it, or the process could exit first and leave standbys waiting for the Lease to expire.
     if let Some(leadership) = leadership {
@@ -259,6 +270,15 @@ pub async fn run(
     match ended.lock().ok().and_then(|mut e| e.take()) {
         Some(error) => Err(error),
         None => Ok(()),
+    }
+}
+
+/// The controller's cache, counted by the per-state gauges at each scrape.
+struct CachedBoxTables(Store<BoxTable>);
+
+impl crate::telemetry::ObjectSource for CachedBoxTables {
+    fn boxtables(&self) -> Vec<Arc<BoxTable>> {
+        self.0.state()
     }
 }
 

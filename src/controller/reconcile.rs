@@ -307,6 +307,7 @@ async fn migrate(
             if let Some(lock) = &outcome.lock {
                 ctx.metrics.record_lock(LockOutcome::Acquired, lock.waited);
             }
+            ctx.metrics.record_blocked(outcome.blocked);
             let steps = steps_applied(&outcome);
             if steps > 0 {
                 ctx.metrics.record_migrations(box_label(plan.kind), steps);

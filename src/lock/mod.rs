@@ -5,10 +5,12 @@
 //! the application and the operator exclude each other on a shared database. The lock is
 //! session-level and lives on one dedicated connection, never on a pool.
 
+mod held;
 mod holder;
 mod identity;
 mod poll;
 
+pub use held::{BLOCKED_SQL, Blocked, HeldLock, blocked_on, held_now};
 pub use holder::{Holder, find_holder};
 pub use identity::{LOCK_KEY_PREFIX, LOCK_NAMESPACE, LockIdentity, derive_key};
 pub use poll::{

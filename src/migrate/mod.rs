@@ -149,6 +149,9 @@ pub struct Outcome {
     pub lock_lost_after_commit: bool,
     /// The lock wait, when the lock was taken (an up-to-date check may skip it).
     pub lock: Option<AcquireReport>,
+    /// The sessions found blocked in `pg_advisory_lock` on the lock just before this run released
+    /// it (none when the run took no lock).
+    pub blocked: crate::lock::Blocked,
     /// When the run started.
     pub started: jiff::Timestamp,
     /// How long the run took, lock wait included.

@@ -66,6 +66,7 @@ pub async fn run(
         known_latest,
         lock_lost_after_commit: false,
         lock: None,
+        blocked: lock::Blocked::default(),
         started,
         duration: clock.elapsed(),
         drift: None,
@@ -105,6 +106,7 @@ pub async fn run(
     let Committed {
         value: decision,
         lock_lost_after_commit,
+        blocked,
     } = locked(
         session,
         plan,
@@ -121,6 +123,7 @@ pub async fn run(
         known_latest,
         lock_lost_after_commit,
         lock: Some(report),
+        blocked,
         started,
         duration: clock.elapsed(),
         drift: None,
@@ -218,6 +221,8 @@ pub(super) struct Committed<T> {
     /// `pg_advisory_unlock` returned false after `COMMIT`: the work is committed, but the session
     /// had already lost the lock (see [`Outcome::lock_lost_after_commit`]).
     pub(super) lock_lost_after_commit: bool,
+    /// The sessions found blocked on the lock just before it was released.
+    pub(super) blocked: lock::Blocked,
 }
 
 /// Runs `work` in one transaction while the lock is held, then commits and unlocks; on failure or
@@ -233,6 +238,9 @@ pub(super) async fn locked<T>(
     cancel: &CancellationToken,
     work: impl Future<Output = Result<T, RunError>>,
 ) -> Result<Committed<T>, RunError> {
+    // The lock was taken just before: it counts as held until this returns (released, or the
+    // session gone, which frees it on the server).
+    let _held = lock::HeldLock::taken();
     let client = session.client();
     let table = &plan.table;
     let transaction = async {
@@ -261,20 +269,32 @@ pub(super) async fn locked<T>(
         }
     };
     match result {
-        Ok(value) => match lock::release(client, identity).await {
-            Ok(()) => Ok(Committed {
-                value,
-                lock_lost_after_commit: false,
-            }),
-            Err(LockError::Lost { lock_key }) => {
-                tracing::warn!(table = %table, lock_key, "committed, but the advisory lock was no longer held by this session when it was released");
-                Ok(Committed {
+        Ok(value) => {
+            // Measured, not acted on: a failed look is only logged.
+            let blocked = match lock::blocked_on(client, identity).await {
+                Ok(blocked) => blocked,
+                Err(error) => {
+                    tracing::debug!(error = %error, table = %table, "looking for sessions blocked on the lock failed");
+                    lock::Blocked::default()
+                }
+            };
+            match lock::release(client, identity).await {
+                Ok(()) => Ok(Committed {
                     value,
-                    lock_lost_after_commit: true,
-                })
+                    lock_lost_after_commit: false,
+                    blocked,
+                }),
+                Err(LockError::Lost { lock_key }) => {
+                    tracing::warn!(table = %table, lock_key, "committed, but the advisory lock was no longer held by this session when it was released");
+                    Ok(Committed {
+                        value,
+                        lock_lost_after_commit: true,
+                        blocked,
+                    })
+                }
+                Err(error) => Err(RunError::from(error)),
             }
-            Err(error) => Err(RunError::from(error)),
-        },
+        }
         Err(error) => {
             if session.is_closed() {
                 return Err(error);

@@ -82,6 +82,8 @@ pub struct DropOutcome {
     pub history_rows_deleted: u64,
     /// The lock wait.
     pub lock: AcquireReport,
+    /// The sessions found blocked in `pg_advisory_lock` on the lock just before it was released.
+    pub blocked: lock::Blocked,
 }
 
 impl DropOutcome {
@@ -133,12 +135,16 @@ pub async fn drop_box_table(
             verdict,
             history_rows_deleted,
             lock: report,
+            blocked: lock::Blocked::default(),
         })
     };
     // A drop that committed is done even if the lock was already gone at unlock (logged there).
     locked(session, plan, &identity, cancel, work)
         .await
-        .map(|committed| committed.value)
+        .map(|committed| DropOutcome {
+            blocked: committed.blocked,
+            ..committed.value
+        })
 }
 
 /// Inside the transaction: locks the table against replacement, re-checks its owner, counts its

@@ -10,7 +10,15 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+use super::objects::{ObjectGauges, ObjectSource};
+use crate::lock::Blocked;
 use crate::reason::Reason;
+
+/// This build's version (from Cargo) and revision (from git at build time, see `build.rs`).
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+/// The git revision this binary was built from, `unknown` when built outside a git checkout
+/// without `BOXTABLE_REVISION` set.
+pub const REVISION: &str = env!("BOXTABLE_REVISION");
 
 /// How a reconcile pass ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -122,6 +130,12 @@ struct BoxLabels {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct BuildLabels {
+    version: &'static str,
+    revision: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct ReasonLabels {
     reason: &'static str,
 }
@@ -142,6 +156,11 @@ pub struct Metrics {
     drifted: Gauge,
     /// The BoxTables (by uid) whose last drift check found drift; `drifted` is its size.
     drifted_uids: std::sync::Mutex<std::collections::BTreeSet<String>>,
+    leader: Gauge,
+    lock_held: Gauge,
+    lock_blocked_sessions: Counter,
+    lock_blocked_wait: Histogram,
+    objects: std::sync::RwLock<ObjectGauges>,
 }
 
 impl Default for Metrics {
@@ -167,6 +186,18 @@ impl Metrics {
         let failures = Family::<ReasonLabels, Counter>::default();
         let drops = Family::<ResultLabels, Counter>::default();
         let in_flight = Gauge::default();
+        let leader = Gauge::default();
+        let lock_held = Gauge::default();
+        let lock_blocked_sessions = Counter::default();
+        let lock_blocked_wait =
+            Histogram::new([0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0]);
+        let build_info = Family::<BuildLabels, Gauge>::default();
+        build_info
+            .get_or_create(&BuildLabels {
+                version: VERSION,
+                revision: REVISION,
+            })
+            .set(1);
         for result in [
             DropResult::Dropped,
             DropResult::AlreadyGone,
@@ -264,6 +295,32 @@ impl Metrics {
             "BoxTables whose table no longer has the shape of its recorded version (condition Drifted)",
             drifted.clone(),
         );
+        registry.register(
+            "build_info",
+            "Always 1; the labels name the running version and git revision",
+            build_info,
+        );
+        registry.register(
+            "leader",
+            "1 while this replica reconciles (holds the leader-election Lease, or runs without leader election), else 0",
+            leader.clone(),
+        );
+        registry.register(
+            "lock_held",
+            "Brighter advisory locks this process holds now",
+            lock_held.clone(),
+        );
+        registry.register(
+            "lock_blocked_sessions",
+            "Other sessions found waiting in pg_advisory_lock on a lock this process held, just before it released it",
+            lock_blocked_sessions.clone(),
+        );
+        registry.register(
+            "lock_blocked_wait_seconds",
+            "At each release that found sessions blocked on the lock: how long the longest of them had waited",
+            lock_blocked_wait.clone(),
+        );
+        let objects = ObjectGauges::register(&mut registry);
         Self {
             registry,
             reconciles,
@@ -277,7 +334,35 @@ impl Metrics {
             in_flight,
             drifted,
             drifted_uids: std::sync::Mutex::default(),
+            leader,
+            lock_held,
+            lock_blocked_sessions,
+            lock_blocked_wait,
+            objects: std::sync::RwLock::new(objects),
         }
+    }
+
+    /// Counts the BoxTables of `source` in `boxtable_objects` at every scrape from now on.
+    pub fn count_objects(&self, source: std::sync::Arc<dyn ObjectSource>) {
+        if let Ok(mut objects) = self.objects.write() {
+            objects.add_source(source);
+        }
+    }
+
+    /// Sets `boxtable_leader`: whether this replica reconciles now.
+    pub fn set_leader(&self, leading: bool) {
+        self.leader.set(i64::from(leading));
+    }
+
+    /// Records the sessions a release found blocked on the lock (nothing when there were none).
+    pub fn record_blocked(&self, blocked: Blocked) {
+        if blocked.sessions == 0 {
+            return;
+        }
+        self.lock_blocked_sessions
+            .inc_by(u64::from(blocked.sessions));
+        self.lock_blocked_wait
+            .observe(blocked.longest.as_secs_f64());
     }
 
     /// Records whether the BoxTable `uid` is drifted now, and forgets every BoxTable for which
@@ -365,6 +450,11 @@ impl Metrics {
     /// # Errors
     /// Only if formatting into a `String` fails.
     pub fn encode(&self) -> Result<String, std::fmt::Error> {
+        self.lock_held
+            .set(i64::try_from(crate::lock::held_now()).unwrap_or(i64::MAX));
+        if let Ok(objects) = self.objects.read() {
+            objects.refresh();
+        }
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &self.registry)?;
         Ok(out)

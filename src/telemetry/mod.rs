@@ -1,9 +1,11 @@
 //! Logging, Prometheus metrics and the health endpoints (`/metrics`, `/healthz`, `/readyz`).
 
 mod metrics;
+mod objects;
 mod server;
 
-pub use metrics::{BoxLabel, DropResult, LockOutcome, Metrics, ReconcileResult};
+pub use metrics::{BoxLabel, DropResult, LockOutcome, Metrics, REVISION, ReconcileResult, VERSION};
+pub use objects::{NO_REASON, ObjectSource, ObjectState, UNKNOWN_REASON, state_of};
 pub use server::{Readiness, TelemetryServer, serve};
 
 use std::str::FromStr;

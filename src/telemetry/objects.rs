@@ -1,0 +1,176 @@
+//! The gauge counted over the BoxTables in the controller's cache at each scrape: how many are in
+//! each state and why (`boxtable_objects{state,reason}`). Computed from the cache, never kept up
+//! to date by hand, so a deleted BoxTable stops counting as soon as the cache sees it go.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+use crate::crd::BoxTable;
+use crate::reason::Reason;
+
+/// Where the BoxTables come from at a scrape (the controller's cache, one per watched scope).
+pub trait ObjectSource: Send + Sync {
+    /// Every BoxTable known now.
+    fn boxtables(&self) -> Vec<Arc<BoxTable>>;
+}
+
+/// Which kstatus state a BoxTable's conditions put it in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ObjectState {
+    /// `Ready` is True.
+    Ready,
+    /// `Reconciling` is True: waiting, migrating, retrying, deleting.
+    Reconciling,
+    /// `Stalled` is True: given up until something changes.
+    Stalled,
+    /// `suspend: true`: observed only.
+    Suspended,
+    /// No condition yet: the operator has not reported on it.
+    Pending,
+}
+
+impl ObjectState {
+    /// Every state.
+    pub const ALL: [ObjectState; 5] = [
+        ObjectState::Ready,
+        ObjectState::Reconciling,
+        ObjectState::Stalled,
+        ObjectState::Suspended,
+        ObjectState::Pending,
+    ];
+
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ObjectState::Ready => "ready",
+            ObjectState::Reconciling => "reconciling",
+            ObjectState::Stalled => "stalled",
+            ObjectState::Suspended => "suspended",
+            ObjectState::Pending => "pending",
+        }
+    }
+}
+
+/// The `reason` label before the first status (no condition).
+pub const NO_REASON: &str = "None";
+/// The `reason` label for a reason this operator does not know (written by another version).
+pub const UNKNOWN_REASON: &str = "Unknown";
+
+/// A BoxTable's state and the reason its conditions carry, from the status alone.
+pub fn state_of(bt: &BoxTable) -> (ObjectState, &'static str) {
+    let conditions = bt
+        .status
+        .as_ref()
+        .map(|s| s.conditions.as_slice())
+        .unwrap_or_default();
+    let is_true = |type_: &str| {
+        conditions
+            .iter()
+            .any(|c| c.type_ == type_ && c.status == "True")
+    };
+    let Some(ready) = conditions.iter().find(|c| c.type_ == "Ready") else {
+        return (ObjectState::Pending, NO_REASON);
+    };
+    let reason = bounded_reason(ready);
+    let state = if ready.status == "True" {
+        ObjectState::Ready
+    } else if is_true("Stalled") {
+        ObjectState::Stalled
+    } else if is_true("Reconciling") {
+        ObjectState::Reconciling
+    } else if reason == Reason::Suspended.as_str() {
+        ObjectState::Suspended
+    } else {
+        ObjectState::Pending
+    };
+    (state, reason)
+}
+
+/// The condition's reason as one of the bounded set, else [`UNKNOWN_REASON`].
+fn bounded_reason(condition: &Condition) -> &'static str {
+    Reason::ALL
+        .into_iter()
+        .find(|r| r.as_str() == condition.reason)
+        .map_or(UNKNOWN_REASON, Reason::as_str)
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, EncodeLabelSet)]
+struct ObjectLabels {
+    state: &'static str,
+    reason: &'static str,
+}
+
+/// The gauges of this module and the sources they count.
+#[derive(Default)]
+pub(super) struct ObjectGauges {
+    sources: Vec<Arc<dyn ObjectSource>>,
+    by_state: Family<ObjectLabels, Gauge>,
+    /// Every (state, reason) pair given a series so far; also serialises concurrent refreshes.
+    seen: Mutex<BTreeSet<ObjectLabels>>,
+}
+
+impl std::fmt::Debug for ObjectGauges {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ObjectGauges")
+            .field("sources", &self.sources.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ObjectGauges {
+    /// Registers `boxtable_objects` in `registry`.
+    pub(super) fn register(registry: &mut Registry) -> Self {
+        let gauges = Self::default();
+        registry.register(
+            "objects",
+            "BoxTables by state (ready, reconciling, stalled, suspended, pending) and the reason of their Ready condition",
+            gauges.by_state.clone(),
+        );
+        gauges
+    }
+
+    /// Counts from `source` too from now on.
+    pub(super) fn add_source(&mut self, source: Arc<dyn ObjectSource>) {
+        self.sources.push(source);
+    }
+
+    /// Recounts from the sources. A (state, reason) pair seen before and gone now
+    /// reads 0 rather than vanishing.
+    pub(super) fn refresh(&self) {
+        let mut counts: BTreeMap<ObjectLabels, i64> = BTreeMap::new();
+        for bt in self.sources.iter().flat_map(|s| s.boxtables()) {
+            let (state, reason) = state_of(&bt);
+            *counts
+                .entry(ObjectLabels {
+                    state: state.as_str(),
+                    reason,
+                })
+                .or_default() += 1;
+        }
+        let Ok(mut seen) = self.seen.lock() else {
+            return;
+        };
+        for labels in seen.iter() {
+            counts.entry(labels.clone()).or_default();
+        }
+        for state in ObjectState::ALL {
+            // Every state has a series from the start (with the reason it has before a status).
+            counts
+                .entry(ObjectLabels {
+                    state: state.as_str(),
+                    reason: NO_REASON,
+                })
+                .or_default();
+        }
+        for (labels, count) in counts {
+            self.by_state.get_or_create(&labels).set(count);
+            seen.insert(labels);
+        }
+    }
+}
