@@ -1,5 +1,7 @@
 # syntax=docker/dockerfile:1
-# Builds the boxtable-operator image: docker build -t boxtable-operator .
+# Builds the boxtable-operator image with Docker: docker build -t boxtable-operator .
+# The same image as scripts/image.sh builds without a daemon (same files, user, entrypoint, cmd
+# and labels; tests/image.rs checks that the two agree).
 
 FROM rust:1.95-slim-bookworm AS builder
 WORKDIR /src
@@ -23,16 +25,29 @@ RUN awk '/^\[/ { skip = ($0 ~ /^\[\[(bench|test|example)\]\]/) } !skip' Cargo.to
 ARG BOXTABLE_REVISION=unknown
 COPY . .
 RUN touch src/main.rs src/lib.rs \
- && cargo build --release --locked --bin boxtable-operator \
- && cp target/release/boxtable-operator /boxtable-operator
+ && cargo build --release --locked --bin boxtable-operator
 
-# Runtime: glibc and libgcc only, no shell, no package manager, non-root.
-FROM gcr.io/distroless/cc-debian12:nonroot
+# The root filesystem, assembled by the same script as scripts/image.sh's: the binary, glibc and
+# libgcc_s from Debian's packages with their copyright files, /etc/passwd and /etc/group naming
+# UID/GID 65532 nonroot. No shell, no package manager.
+RUN apt-get update -qq \
+ && scripts/image-rootfs.sh target/release/boxtable-operator /rootfs
+
+FROM scratch
+# Set by the release build (scripts/image.sh sets the same labels from Cargo.toml and git).
+ARG VERSION=0.1.0
+ARG REVISION=unknown
+ARG CREATED=1970-01-01T00:00:00Z
 LABEL org.opencontainers.image.title="boxtable-operator" \
       org.opencontainers.image.description="Provisions Brighter outbox and inbox tables in PostgreSQL" \
-      org.opencontainers.image.licenses="Apache-2.0"
-COPY --from=builder /boxtable-operator /boxtable-operator
+      org.opencontainers.image.source="https://github.com/boxtable/boxtable-operator" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.created="${CREATED}"
+COPY --from=builder /rootfs /
 USER 65532:65532
-EXPOSE 8080
+WORKDIR /
+EXPOSE 8080/tcp
 ENTRYPOINT ["/boxtable-operator"]
 CMD ["run"]
