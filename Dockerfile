@@ -34,16 +34,18 @@ RUN apt-get update -qq \
  && scripts/image-rootfs.sh target/release/boxtable-operator /rootfs
 
 FROM scratch
-# Set by the release build (scripts/image.sh sets the same labels from Cargo.toml and git).
+# Set by the release build (scripts/image.sh sets the same labels from Cargo.toml and git):
+# --build-arg VERSION=0.1.0 --build-arg BOXTABLE_REVISION=$(git rev-parse HEAD)
+# --build-arg CREATED=$(git log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ)
 ARG VERSION=0.1.0
-ARG REVISION=unknown
+ARG BOXTABLE_REVISION=unknown
 ARG CREATED=1970-01-01T00:00:00Z
 LABEL org.opencontainers.image.title="boxtable-operator" \
       org.opencontainers.image.description="Provisions Brighter outbox and inbox tables in PostgreSQL" \
       org.opencontainers.image.source="https://github.com/boxtable/boxtable-operator" \
       org.opencontainers.image.licenses="Apache-2.0" \
       org.opencontainers.image.version="${VERSION}" \
-      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.revision="${BOXTABLE_REVISION}" \
       org.opencontainers.image.created="${CREATED}"
 COPY --from=builder /rootfs /
 USER 65532:65532

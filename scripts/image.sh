@@ -71,7 +71,9 @@ if [ -z "$binary" ]; then
   [ "$arch" = "$host_arch" ] || die "building for $platform on $host_arch: pass --binary with a binary built for it"
   log "building the release binary"
   cargo build --release --locked --bin boxtable-operator
-  binary=$PWD/target/release/boxtable-operator
+  target_dir=${CARGO_TARGET_DIR:-target}
+  case $target_dir in /*) ;; *) target_dir=$PWD/$target_dir ;; esac
+  binary=$target_dir/release/boxtable-operator
 fi
 [ -x "$binary" ] || die "$binary is not an executable"
 
