@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Source this file: builds the pinned tools the image and the release workflow need, once, into
 # a cache outside the clone (the way scripts/control-plane.sh builds the control plane):
 #
