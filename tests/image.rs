@@ -577,6 +577,9 @@ fn the_dockerfile_builds_the_same_files_user_entrypoint_cmd_and_labels() {
         }
     }
     assert_eq!(labels["org.opencontainers.image.version"], "${VERSION}");
-    assert_eq!(labels["org.opencontainers.image.revision"], "${BOXTABLE_REVISION}");
+    assert_eq!(
+        labels["org.opencontainers.image.revision"],
+        "${BOXTABLE_REVISION}"
+    );
     assert_eq!(labels["org.opencontainers.image.created"], "${CREATED}");
 }
