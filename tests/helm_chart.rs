@@ -48,6 +48,9 @@ const NAMED_DIFFERENCES: &[(&str, &str)] = &[
          deleting it deletes every BoxTable",
     ),
 ];
+/// Values that turn on every monitoring object.
+const MONITORING: &str =
+    "serviceMonitor.enabled=true,prometheusRule.enabled=true,grafanaDashboard.enabled=true";
 /// A digest for the image variant.
 const DIGEST: &str = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 /// How long an install step may take on a busy machine before the test gives up.
@@ -318,29 +321,45 @@ fn the_chart_version_and_app_version_are_the_crate_version() {
     );
 }
 
+/// Files the chart carries as copies (it cannot read outside its folder), and their sources.
+const COPIES: [(&str, &str); 3] = [
+    ("crds/boxtable.yaml", "files/boxtable-crd.yaml"),
+    (
+        "deploy/monitoring/prometheusrule.yaml",
+        "files/monitoring/prometheusrule.yaml",
+    ),
+    (
+        "deploy/monitoring/dashboards/boxtable-operator.json",
+        "files/monitoring/boxtable-operator.json",
+    ),
+];
+
 #[test]
-fn the_chart_carries_the_generated_crd_unchanged() {
-    let generated = root().join("crds/boxtable.yaml");
-    let copy = root().join(CHART).join("files/boxtable-crd.yaml");
-    let expected = std::fs::read_to_string(&generated).unwrap();
-    if std::env::var_os("UPDATE_GOLDEN").is_some() {
-        std::fs::write(&copy, &expected).unwrap();
+fn the_chart_carries_the_crd_the_alerts_and_the_dashboard_unchanged() {
+    for (source, copy) in COPIES {
+        let source = root().join(source);
+        let copy = root().join(CHART).join(copy);
+        let expected = std::fs::read_to_string(&source).unwrap();
+        if std::env::var_os("UPDATE_GOLDEN").is_some() {
+            std::fs::write(&copy, &expected).unwrap();
+        }
+        let found = std::fs::read_to_string(&copy).unwrap_or_default();
+        assert!(
+            found == expected,
+            "{} differs from {}: copy it over (or run UPDATE_GOLDEN=1 cargo test --test helm_chart)",
+            copy.display(),
+            source.display()
+        );
     }
-    let found = std::fs::read_to_string(&copy).unwrap_or_default();
-    assert!(
-        found == expected,
-        "{} differs from {}: copy it over (or run UPDATE_GOLDEN=1 cargo test --test helm_chart)",
-        copy.display(),
-        generated.display()
-    );
 }
 
 /// Values documented as one row although they are maps.
-const WHOLE_VALUES: [&str; 4] = [
+const WHOLE_VALUES: [&str; 5] = [
     "resources",
     "podSecurityContext",
     "securityContext",
     "nodeSelector",
+    "grafanaDashboard.labels",
 ];
 
 fn value_paths(prefix: &str, value: &Json, out: &mut BTreeSet<String>) {
@@ -394,7 +413,7 @@ fn lint_variants() -> Vec<Vec<String>> {
         sets(&["--set", "replicas=1"]),
         sets(&["--set", "replicas=3"]),
         sets(&["--set", &format!("image.digest={DIGEST}")]),
-        sets(&["--set", "serviceMonitor.enabled=true"]),
+        sets(&["--set", MONITORING]),
         sets(&["--set", "networkPolicy.enabled=true"]),
         sets(&[
             "--set",
@@ -669,7 +688,7 @@ fn values_reach_the_deployment() {
 }
 
 #[test]
-fn the_service_monitor_matches_the_kustomize_component() {
+fn the_monitoring_objects_match_the_kustomize_monitoring_component() {
     // kustomize takes only relative paths to bases, so the overlay lives in the repository's
     // ignored .tmp/ while the test runs.
     std::fs::create_dir_all(root().join(".tmp")).unwrap();
@@ -678,7 +697,7 @@ fn the_service_monitor_matches_the_kustomize_component() {
         .tempdir_in(root().join(".tmp"))
         .unwrap();
     let kustomization = "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n\
-        resources:\n  - ../../deploy\ncomponents:\n  - ../../deploy/components/servicemonitor\n";
+        resources:\n  - ../../deploy\ncomponents:\n  - ../../deploy/monitoring\n";
     std::fs::write(dir.path().join("kustomization.yaml"), kustomization).unwrap();
     let out = Command::new(kubectl_for_kustomize())
         .arg("kustomize")
@@ -687,22 +706,99 @@ fn the_service_monitor_matches_the_kustomize_component() {
         .unwrap();
     assert!(
         out.status.success(),
-        "kubectl kustomize with the servicemonitor component: {}",
+        "kubectl kustomize with the monitoring component: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     let deploy = objects(&String::from_utf8(out.stdout).unwrap());
-    let expected = find(&deploy, "ServiceMonitor", "boxtable-operator").clone();
+    let monitoring = [
+        ("ServiceMonitor", "boxtable-operator"),
+        ("PrometheusRule", "boxtable-operator"),
+        ("ConfigMap", "boxtable-operator-dashboard"),
+    ];
+    // The alerts as written: kustomize re-emits a folded expression with a more-indented line
+    // as a literal block with a blank line added (PromQL ignores it), so their exprs are compared
+    // with whitespace collapsed, and the rules as a whole against the source file.
+    let source: Json = serde_saphyr::from_str(
+        &std::fs::read_to_string(root().join("deploy/monitoring/prometheusrule.yaml")).unwrap(),
+    )
+    .unwrap();
+    let deploy: Vec<Json> = deploy.into_iter().map(collapse_rule_whitespace).collect();
     for major in ["v3", "v4"] {
-        let chart = template(major, &["--set", "serviceMonitor.enabled=true"]);
-        let monitor = without_helm_labels(
-            find(&chart, "ServiceMonitor", "boxtable-operator").clone(),
-            RELEASE,
+        let chart = template(major, &["--set", MONITORING]);
+        let rule = find(&chart, "PrometheusRule", "boxtable-operator");
+        assert_eq!(
+            rule["spec"], source["spec"],
+            "helm {major}: the alerts as written"
         );
-        let mut found = Vec::new();
-        differences("", &expected, &monitor, &mut found);
-        assert!(found.is_empty(), "helm {major}: {found:?}");
+        for (kind_, name) in monitoring {
+            let expected = find(&deploy, kind_, name);
+            let object = collapse_rule_whitespace(without_helm_labels(
+                find(&chart, kind_, name).clone(),
+                RELEASE,
+            ));
+            let mut found = Vec::new();
+            differences("", expected, &object, &mut found);
+            assert!(found.is_empty(), "helm {major} {kind_}: {found:?}");
+        }
+        let defaults = kinds(&template(major, &[]));
+        for (kind_, _) in monitoring {
+            assert!(
+                !defaults.contains(kind_),
+                "helm {major}: {kind_} by default"
+            );
+        }
     }
-    assert!(!kinds(&template("v3", &[])).contains("ServiceMonitor"));
+}
+
+/// A PrometheusRule with every expression's whitespace runs collapsed to one space.
+fn collapse_rule_whitespace(mut object: Json) -> Json {
+    if kind(&object) != "PrometheusRule" {
+        return object;
+    }
+    for group in object["spec"]["groups"].as_array_mut().unwrap() {
+        for rule in group["rules"].as_array_mut().unwrap() {
+            let expr = rule["expr"].as_str().unwrap();
+            rule["expr"] = json!(expr.split_whitespace().collect::<Vec<_>>().join(" "));
+        }
+    }
+    object
+}
+
+#[test]
+fn the_operator_down_alert_follows_the_release_name() {
+    for major in ["v3", "v4"] {
+        let out = helm_ok(
+            major,
+            None,
+            &[
+                "template",
+                "shop",
+                CHART,
+                "--set",
+                "prometheusRule.enabled=true",
+            ],
+        );
+        let chart = objects(&out);
+        let service = find(&chart, "Service", "shop-boxtable-operator-metrics");
+        let rule = find(&chart, "PrometheusRule", "shop-boxtable-operator");
+        let exprs: Vec<&str> = rule["spec"]["groups"][0]["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["expr"].as_str().unwrap())
+            .collect();
+        let job = format!("job=\"{}\"", service["metadata"]["name"].as_str().unwrap());
+        assert!(
+            exprs.iter().any(|e| e.contains(&job)),
+            "helm {major}: no alert scrapes {job}: {exprs:?}"
+        );
+        assert!(
+            !exprs
+                .iter()
+                .any(|e| e.contains("job=\"boxtable-operator-metrics\"")),
+            "helm {major}: {exprs:?}"
+        );
+    }
 }
 
 #[test]
@@ -742,8 +838,9 @@ fn the_network_policy_admits_scrapes_and_lets_out_dns_the_api_server_and_postgre
 // ---------------------------------------------------------------------------------------------
 // Installs into the real control plane
 
-/// The Prometheus Operator's ServiceMonitor CRD, installed once into the control plane.
-fn install_service_monitor_crd(plane: &ControlPlane) {
+/// The Prometheus Operator's ServiceMonitor and PrometheusRule CRDs, installed once into the
+/// control plane.
+fn install_prometheus_operator_crds(plane: &ControlPlane) {
     static DONE: OnceLock<()> = OnceLock::new();
     DONE.get_or_init(|| {
         let out = Command::new(root().join("scripts/prometheus-operator-crds.sh"))
@@ -755,24 +852,26 @@ fn install_service_monitor_crd(plane: &ControlPlane) {
             String::from_utf8_lossy(&out.stderr)
         );
         let dir = PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
-        let file = dir.join("monitoring.coreos.com_servicemonitors.yaml");
-        plane
-            .kubectl_admin(
-                &["apply", "--server-side", "-f", file.to_str().unwrap()],
-                None,
-            )
-            .unwrap_or_else(|m| panic!("{m}"));
-        plane
-            .kubectl_admin(
-                &[
-                    "wait",
-                    "--for=condition=Established",
-                    "crd/servicemonitors.monitoring.coreos.com",
-                    "--timeout=180s",
-                ],
-                None,
-            )
-            .unwrap_or_else(|m| panic!("{m}"));
+        for plural in ["servicemonitors", "prometheusrules"] {
+            let file = dir.join(format!("monitoring.coreos.com_{plural}.yaml"));
+            plane
+                .kubectl_admin(
+                    &["apply", "--server-side", "-f", file.to_str().unwrap()],
+                    None,
+                )
+                .unwrap_or_else(|m| panic!("{m}"));
+            plane
+                .kubectl_admin(
+                    &[
+                        "wait",
+                        "--for=condition=Established",
+                        &format!("crd/{plural}.monitoring.coreos.com"),
+                        "--timeout=180s",
+                    ],
+                    None,
+                )
+                .unwrap_or_else(|m| panic!("{m}"));
+        }
     });
 }
 
@@ -897,14 +996,14 @@ fn can_i(plane: &ControlPlane, service_account: &str, args: &[&str]) -> bool {
 #[test]
 fn every_variant_installs_into_the_control_plane_with_helm_3_and_helm_4() {
     let plane = control_plane();
-    install_service_monitor_crd(plane);
+    install_prometheus_operator_crds(plane);
     let digest = format!("image.digest={DIGEST}");
     let variants: [(&str, Vec<&str>); 6] = [
         ("defaults", vec![]),
         ("replicas", vec!["--set", "replicas=3"]),
         ("single", vec!["--set", "replicas=1"]),
         ("digest", vec!["--set", &digest]),
-        ("monitor", vec!["--set", "serviceMonitor.enabled=true"]),
+        ("monitor", vec!["--set", MONITORING]),
         ("netpol", vec!["--set", "networkPolicy.enabled=true"]),
     ];
     for major in ["v3", "v4"] {
@@ -913,7 +1012,11 @@ fn every_variant_installs_into_the_control_plane_with_helm_3_and_helm_4() {
             let (namespace, manifest) = install(plane, major, &release, values);
             let expected_kinds = kinds(&manifest);
             match *name {
-                "monitor" => assert!(expected_kinds.contains("ServiceMonitor")),
+                "monitor" => {
+                    for monitoring in ["ServiceMonitor", "PrometheusRule", "ConfigMap"] {
+                        assert!(expected_kinds.contains(monitoring), "{monitoring}");
+                    }
+                }
                 "netpol" => assert!(expected_kinds.contains("NetworkPolicy")),
                 _ => {}
             }
