@@ -318,6 +318,30 @@ fn kubectl_explain_warns_that_drop_deletes_the_table_and_its_data() {
     }
 }
 
+#[test]
+fn kubectl_explain_describes_the_pending_plan_and_the_drifted_condition() {
+    let plane = control_plane();
+    let explain = |field: &str| {
+        let text = plane
+            .kubectl_admin(&["explain", &format!("boxtables.{field}")], None)
+            .unwrap();
+        text.split_whitespace().collect::<Vec<_>>().join(" ")
+    };
+    for (field, needed) in [
+        ("spec.suspend", "status.pending"),
+        ("status.pending", "Replanned"),
+        ("status.pending.versions", "__BrighterMigrationHistory"),
+        ("status.pending.path", "UpToDate"),
+        ("status.conditions", "Drifted"),
+    ] {
+        let text = explain(field);
+        assert!(
+            text.contains(needed),
+            "{field}: {needed:?} missing from: {text}"
+        );
+    }
+}
+
 /// Every `x-kubernetes-validations` rule in the CRD, as (JSON pointer of the schema, message).
 fn crd_rules() -> Vec<(String, String)> {
     fn walk(path: &str, schema: &Value, out: &mut Vec<(String, String)>) {

@@ -279,8 +279,9 @@ CREATE EVENT TRIGGER log_ddl ON ddl_command_end EXECUTE FUNCTION public.log_ddl(
 /// A Brighter application starting up: it takes the migration lock as Brighter does (polling
 /// `pg_try_advisory_lock`), then in one transaction creates the history table if missing and the
 /// outbox if neither the table nor its history exists, with its history row; commits; unlocks.
-/// Returns whether it created the table.
-async fn brighter_application_start(client: &Client) -> bool {
+/// Its transaction stays open `hold` after the DDL (a migration takes a while; the DDL's locks are
+/// held until the commit). Returns whether it created the table.
+async fn brighter_application_start(client: &Client, hold: Duration) -> bool {
     let table = QualifiedName::parse(Some("public"), "outbox").unwrap();
     let key = LockIdentity::for_table(&table).key();
     let mut delays = [100u64, 200, 400, 800]
@@ -334,6 +335,7 @@ async fn brighter_application_start(client: &Client) -> bool {
             .await
             .unwrap();
     }
+    tokio::time::sleep(hold).await;
     client.batch_execute("COMMIT").await.unwrap();
     let released: bool = client
         .query_one("SELECT pg_advisory_unlock($1)", &[&key])
@@ -344,12 +346,48 @@ async fn brighter_application_start(client: &Client) -> bool {
     create
 }
 
+/// When the application starts, relative to the Jobs.
+#[derive(Clone, Copy)]
+enum JobMoment {
+    /// Right after the Jobs' processes started.
+    Started,
+    /// Once a Job's session is connected.
+    Connected,
+    /// Once a Job holds an advisory lock (or has already created the table).
+    Locked,
+}
+
+async fn wait_for_a_job(client: &Client, moment: JobMoment) {
+    let sql = match moment {
+        JobMoment::Started => return,
+        JobMoment::Connected => {
+            "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE datname = current_database() \
+               AND application_name = 'boxtable-operator-migrate')"
+        }
+        JobMoment::Locked => {
+            "SELECT EXISTS (SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid \
+               WHERE l.locktype = 'advisory' AND a.datname = current_database() \
+                 AND a.application_name = 'boxtable-operator-migrate') \
+                OR to_regclass('public.outbox') IS NOT NULL"
+        }
+    };
+    let started = std::time::Instant::now();
+    while !client.query_one(sql, &[]).await.unwrap().get::<_, bool>(0) {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "no Job got that far"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_jobs_and_an_application_starting_together_migrate_each_table_once() {
     const ROUNDS: usize = 12;
     let argocd = document("argocd-presync-job.yaml");
     let helm = document("helm-hook-job.yaml");
     let mut application_created = 0;
+    let mut jobs_created = 0;
     for round in 0..ROUNDS {
         let db = support::fresh_db().await;
         let client = db.connect().await;
@@ -359,20 +397,30 @@ async fn two_jobs_and_an_application_starting_together_migrate_each_table_once()
         let first = lay_out_mounts(&argocd, WORKLOADS[0].1, a.path(), &db.url);
         let second = lay_out_mounts(&helm, WORKLOADS[1].1, b.path(), &db.url);
 
-        // Start all three at once; the application's start moves across the Jobs' start-up
-        // from round to round, so each one wins some rounds.
+        // Start all three together, the application at a different moment of the Jobs' run
+        // from round to round: at once, as soon as a Job's session has connected (a race for
+        // the lock), or once a Job holds the lock (it arrives while a Job migrates); and in
+        // some rounds its own transaction stays open a while, so the Jobs arrive while it
+        // migrates.
         let jobs = [
             operator(&first).spawn().unwrap(),
             operator(&second).spawn().unwrap(),
         ];
-        tokio::time::sleep(Duration::from_millis((round as u64 % 6) * 15)).await;
-        let created = brighter_application_start(&app).await;
+        let moment = [JobMoment::Started, JobMoment::Connected, JobMoment::Locked][round % 3];
+        wait_for_a_job(&client, moment).await;
+        let hold = Duration::from_millis((round as u64 / 3 % 2) * 150);
+        let created = brighter_application_start(&app, hold).await;
         application_created += usize::from(created);
         for job in jobs {
             let out = tokio::task::spawn_blocking(move || job.wait_with_output().unwrap())
                 .await
                 .unwrap();
             assert!(out.status.success(), "round {round}: {}", printed(&out));
+            jobs_created += usize::from(
+                printed(&out)
+                    .lines()
+                    .any(|l| l.contains("orders-outbox") && l.contains("Migrated")),
+            );
         }
 
         assert_eq!(tables(&client).await, fresh_history(), "round {round}");
@@ -400,5 +448,13 @@ async fn two_jobs_and_an_application_starting_together_migrate_each_table_once()
             "round {round}: each table's DDL ran once"
         );
     }
-    eprintln!("the application created the outbox in {application_created} of {ROUNDS} rounds");
+    eprintln!(
+        "the outbox was created by the application in {application_created} and by a Job in \
+         {jobs_created} of {ROUNDS} rounds"
+    );
+    assert_eq!(
+        application_created + jobs_created,
+        ROUNDS,
+        "one creator per round"
+    );
 }

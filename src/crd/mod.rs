@@ -197,7 +197,8 @@ pub struct BoxTableSpec {
 
     /// When true, the operator only observes: it reports the table's version and changes nothing
     /// in the database (no migration, and no drop on deletion: a suspended Drop BoxTable's
-    /// deletion waits with reason `DropBlocked` until this is false again).
+    /// deletion waits with reason `DropBlocked` until this is false again). `status.pending` then
+    /// shows what a run would apply, for review; setting it to false applies that.
     #[serde(default)]
     pub suspend: bool,
 }
