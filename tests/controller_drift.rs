@@ -26,6 +26,13 @@ fn gauge(h: &Harness) -> String {
         .to_owned()
 }
 
+/// Waits until `boxtable_drifted` reads `value` (counted from the controller's cache at each
+/// scrape, so it follows the status once the cache has seen it).
+async fn wait_for_gauge(h: &Harness, value: u32) {
+    let want = format!("boxtable_drifted {value}");
+    wait_until(&want, || async { gauge(h) == want }).await;
+}
+
 async fn index_exists(h: &Harness) -> bool {
     h.sql()
         .await
@@ -50,7 +57,7 @@ async fn a_dropped_replay_index_is_reported_as_drift_once_and_cleared_when_it_is
     let (_, reason, message) = drifted(&bt).unwrap();
     assert_eq!(reason, "NoDrift");
     assert_eq!(message, "public.outbox matches the shape of version 8");
-    assert_eq!(gauge(&h), "boxtable_drifted 0");
+    wait_for_gauge(&h, 0).await;
 
     h.sql()
         .await
@@ -70,7 +77,7 @@ async fn a_dropped_replay_index_is_reported_as_drift_once_and_cleared_when_it_is
     );
     assert!(is_ready(&bt), "drift leaves Ready as it is");
     assert_eq!(reason_of_ready(&bt), "Migrated");
-    assert_eq!(gauge(&h), "boxtable_drifted 1");
+    wait_for_gauge(&h, 1).await;
 
     // Further resyncs find the same drift: no new event, nothing repaired.
     h.wait_for_passes(3).await;
@@ -100,7 +107,7 @@ async fn a_dropped_replay_index_is_reported_as_drift_once_and_cleared_when_it_is
         })
         .await;
     assert_eq!(drifted(&bt).unwrap().1, "NoDrift");
-    assert_eq!(gauge(&h), "boxtable_drifted 0");
+    wait_for_gauge(&h, 0).await;
     wait_until("a Normal NoDrift event", || async {
         h.events("orders")
             .await
@@ -133,7 +140,7 @@ async fn a_column_an_application_added_is_named_without_setting_drifted() {
         "{message}"
     );
     assert!(message.contains("extra columns, not drift"), "{message}");
-    assert_eq!(gauge(&h), "boxtable_drifted 0");
+    wait_for_gauge(&h, 0).await;
     assert!(
         !h.events("orders")
             .await

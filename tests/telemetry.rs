@@ -240,6 +240,37 @@ async fn boxtable_objects_counts_the_cache_by_state_and_reason_and_a_deleted_box
 }
 
 #[tokio::test]
+async fn boxtable_drifted_counts_the_cached_boxtables_whose_drifted_condition_is_true() {
+    let (addr, metrics, _, shutdown, _) = start().await;
+    let cache = Arc::new(Cache::default());
+    metrics.count_objects(cache.clone());
+    let drifted = |name: &str, status: &str| {
+        Arc::new(boxtable_with(
+            name,
+            &[
+                ("Ready", "True", "UpToDate"),
+                ("Drifted", status, "Drifted"),
+            ],
+        ))
+    };
+    *cache.0.lock().unwrap() = vec![
+        drifted("a", "True"),
+        drifted("b", "True"),
+        drifted("c", "False"),
+        Arc::new(boxtable_with("d", &ready("Migrated"))),
+    ];
+    let (_, _, body) = get(addr, "/metrics").await;
+    assert!(body.contains("# TYPE boxtable_drifted gauge"), "{body}");
+    assert_eq!(sample(&body, "boxtable_drifted"), Some(2.0), "{body}");
+
+    // One is deleted, the other's drift is gone.
+    *cache.0.lock().unwrap() = vec![drifted("b", "False")];
+    let (_, _, body) = get(addr, "/metrics").await;
+    assert_eq!(sample(&body, "boxtable_drifted"), Some(0.0), "{body}");
+    shutdown.cancel();
+}
+
+#[tokio::test]
 async fn build_info_names_the_version_and_the_git_revision_and_the_leader_gauge_follows_set_leader()
 {
     let (addr, metrics, _, shutdown, _) = start().await;

@@ -189,7 +189,6 @@ impl<'a> Pass<'a> {
         };
         let observed = with_retry_note(observed, plan, delay);
         self.publish(plan, &observed).await?;
-        record_drift(ctx, &uid, self.written.as_ref());
         if let Observed::Failed { reason, .. } = &observed {
             ctx.metrics.record_failure(*reason);
         }
@@ -198,19 +197,6 @@ impl<'a> Pass<'a> {
             .record(&uid, &super::schedule::Trigger::of(self.bt), delay);
         Ok(Action::requeue(delay))
     }
-}
-
-/// Updates `boxtable_drifted` from the status just written (and forgets deleted BoxTables).
-pub(super) fn record_drift(ctx: &Context, uid: &str, status: Option<&BoxTableStatus>) {
-    let drifted = status.is_some_and(|s| {
-        s.conditions
-            .iter()
-            .any(|c| c.type_ == status::DRIFTED && c.status == "True")
-    });
-    let live: std::collections::BTreeSet<String> =
-        ctx.store.state().iter().filter_map(|o| o.uid()).collect();
-    ctx.metrics
-        .record_drift(uid, drifted, |other| live.contains(other));
 }
 
 /// What a given-up status adds to its message: when the operator tries again by itself, and what

@@ -136,7 +136,6 @@ pub async fn reconcile(bt: Arc<BoxTable>, ctx: Arc<Context>) -> Result<Action, R
                     Ok(()) => match finalizer::remove(&api, &bt).await {
                         Ok(()) => {
                             ctx.schedule.released(&uid);
-                            super::pass::record_drift(&ctx, &uid, None);
                             ctx.backoff.on_success(&uid);
                             Ok(Action::await_change())
                         }

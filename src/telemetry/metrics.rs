@@ -153,9 +153,6 @@ pub struct Metrics {
     failures: Family<ReasonLabels, Counter>,
     drops: Family<ResultLabels, Counter>,
     in_flight: Gauge,
-    drifted: Gauge,
-    /// The BoxTables (by uid) whose last drift check found drift; `drifted` is its size.
-    drifted_uids: std::sync::Mutex<std::collections::BTreeSet<String>>,
     leader: Gauge,
     lock_held: Gauge,
     lock_blocked_sessions: Counter,
@@ -289,12 +286,6 @@ impl Metrics {
             "Reconcile passes running now",
             in_flight.clone(),
         );
-        let drifted = Gauge::default();
-        registry.register(
-            "drifted",
-            "BoxTables whose table no longer has the shape of its recorded version (condition Drifted)",
-            drifted.clone(),
-        );
         registry.register(
             "build_info",
             "Always 1; the labels name the running version and git revision",
@@ -332,8 +323,6 @@ impl Metrics {
             failures,
             drops,
             in_flight,
-            drifted,
-            drifted_uids: std::sync::Mutex::default(),
             leader,
             lock_held,
             lock_blocked_sessions,
@@ -363,24 +352,6 @@ impl Metrics {
             .inc_by(u64::from(blocked.sessions));
         self.lock_blocked_wait
             .observe(blocked.longest.as_secs_f64());
-    }
-
-    /// Records whether the BoxTable `uid` is drifted now, and forgets every BoxTable for which
-    /// `exists` is false (deleted ones), so `boxtable_drifted` counts the drifted BoxTables there
-    /// are.
-    pub fn record_drift(&self, uid: &str, drifted: bool, exists: impl Fn(&str) -> bool) {
-        let mut uids = self
-            .drifted_uids
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if drifted {
-            uids.insert(uid.to_owned());
-        } else {
-            uids.remove(uid);
-        }
-        uids.retain(|u| u == uid || exists(u));
-        self.drifted
-            .set(i64::try_from(uids.len()).unwrap_or(i64::MAX));
     }
 
     /// Counts one reconcile pass and observes its duration.

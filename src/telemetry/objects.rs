@@ -1,6 +1,7 @@
-//! The gauge counted over the BoxTables in the controller's cache at each scrape: how many are in
-//! each state and why (`boxtable_objects{state,reason}`). Computed from the cache, never kept up
-//! to date by hand, so a deleted BoxTable stops counting as soon as the cache sees it go.
+//! The gauges counted over the BoxTables in the controller's cache at each scrape: how many are in
+//! each state and why (`boxtable_objects{state,reason}`), and how many have drifted from their
+//! recorded version's shape (`boxtable_drifted`). Computed from the cache, never kept up to date
+//! by hand, so a deleted BoxTable stops counting as soon as the cache sees it go.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -92,6 +93,15 @@ pub fn state_of(bt: &BoxTable) -> (ObjectState, &'static str) {
     (state, reason)
 }
 
+/// Whether a BoxTable's `Drifted` condition is True.
+pub fn is_drifted(bt: &BoxTable) -> bool {
+    bt.status.as_ref().is_some_and(|s| {
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == crate::status::DRIFTED && c.status == "True")
+    })
+}
+
 /// The condition's reason as one of the bounded set, else [`UNKNOWN_REASON`].
 fn bounded_reason(condition: &Condition) -> &'static str {
     Reason::ALL
@@ -111,6 +121,7 @@ struct ObjectLabels {
 pub(super) struct ObjectGauges {
     sources: Vec<Arc<dyn ObjectSource>>,
     by_state: Family<ObjectLabels, Gauge>,
+    drifted: Gauge,
     /// Every (state, reason) pair given a series so far; also serialises concurrent refreshes.
     seen: Mutex<BTreeSet<ObjectLabels>>,
 }
@@ -132,6 +143,11 @@ impl ObjectGauges {
             "BoxTables by state (ready, reconciling, stalled, suspended, pending) and the reason of their Ready condition",
             gauges.by_state.clone(),
         );
+        registry.register(
+            "drifted",
+            "BoxTables whose table no longer has the shape of its recorded version (condition Drifted is True)",
+            gauges.drifted.clone(),
+        );
         gauges
     }
 
@@ -144,7 +160,9 @@ impl ObjectGauges {
     /// reads 0 rather than vanishing.
     pub(super) fn refresh(&self) {
         let mut counts: BTreeMap<ObjectLabels, i64> = BTreeMap::new();
+        let mut drifted = 0;
         for bt in self.sources.iter().flat_map(|s| s.boxtables()) {
+            drifted += i64::from(is_drifted(&bt));
             let (state, reason) = state_of(&bt);
             *counts
                 .entry(ObjectLabels {
@@ -156,6 +174,7 @@ impl ObjectGauges {
         let Ok(mut seen) = self.seen.lock() else {
             return;
         };
+        self.drifted.set(drifted);
         for labels in seen.iter() {
             counts.entry(labels.clone()).or_default();
         }
