@@ -303,3 +303,68 @@ fn a_usage_error_exits_1_so_it_never_reads_as_changes_pending() {
     let (code, _, stderr) = run(&["plan", "--no-such-flag"]);
     assert_eq!(code, Some(1), "{stderr}");
 }
+
+#[tokio::test]
+async fn an_up_to_date_table_plans_no_statements_exits_0_and_reports_its_drift_as_json() {
+    let db = support::fresh_db().await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(dir.path(), "outbox.yaml", &boxtable("orders", "Outbox", ""));
+    let url_file = write(dir.path(), "database-url", &format!("{}\n", db.url));
+    let (code, _, stderr) = run(&["migrate", "-f", &file, "--database-url-file", &url_file]);
+    assert_eq!(code, Some(0), "{stderr}");
+
+    let (code, stdout, stderr) = run(&[
+        "plan",
+        "-f",
+        &file,
+        "--database-url-file",
+        &url_file,
+        "-o",
+        "json",
+    ]);
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    let doc: Value = serde_json::from_str::<Vec<Value>>(&stdout)
+        .unwrap()
+        .remove(0);
+    assert_eq!(doc["plan"]["path"], "UpToDate");
+    assert_eq!(doc["plan"]["statements"], serde_json::json!([]));
+    assert_eq!(doc["plan"]["drift"]["drifted"], false);
+
+    db.connect()
+        .await
+        .batch_execute("ALTER TABLE public.outbox ALTER COLUMN topic TYPE text")
+        .await
+        .unwrap();
+    let (code, stdout, _) = run(&["plan", "-f", &file, "--database-url-file", &url_file]);
+    assert_eq!(
+        code,
+        Some(0),
+        "drift is reported, it is no change a run would make"
+    );
+    assert!(
+        stdout.contains(
+            "# DRIFT: public.outbox differs from the shape of version 8: column topic is text, expected character varying(255)"
+        ),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains(&db.url),
+        "the connection string is never printed"
+    );
+}
+
+#[test]
+fn a_database_url_file_that_cannot_be_read_exits_1_naming_the_file() {
+    let (code, _, stderr) = run(&[
+        "plan",
+        "-f",
+        "examples/outbox.yaml",
+        "--database-url-file",
+        "/nonexistent/connectionString",
+    ]);
+    assert_eq!(code, Some(1));
+    assert!(
+        stderr.contains("--database-url-file /nonexistent/connectionString"),
+        "{stderr}"
+    );
+}

@@ -356,6 +356,7 @@ fn the_chart_carries_the_crd_the_alerts_and_the_dashboard_unchanged() {
 /// Values documented as one row although they are maps.
 const WHOLE_VALUES: [&str; 5] = [
     "resources",
+    "migrationJob.resources",
     "podSecurityContext",
     "securityContext",
     "nodeSelector",
@@ -419,7 +420,84 @@ fn lint_variants() -> Vec<Vec<String>> {
             "--set",
             "podDisruptionBudget.enabled=false,crds.install=false",
         ]),
+        sets(&["--set", MIGRATION_JOB]),
     ]
+}
+
+/// Values that turn the migration hook Job on, for the manifests and Secret of examples/jobs/.
+const MIGRATION_JOB: &str = "migrationJob.enabled=true,migrationJob.manifestsConfigMap=shop-boxtables,migrationJob.databaseSecret.name=shop-db";
+
+#[test]
+fn the_migration_hook_job_is_the_helm_hook_example_and_the_server_accepts_it_without_warnings() {
+    let example: Json = serde_saphyr::from_str(
+        &std::fs::read_to_string(root().join("examples/jobs/helm-hook-job.yaml")).unwrap(),
+    )
+    .unwrap();
+    let plane = control_plane();
+    for major in ["v3", "v4"] {
+        let defaults = template(major, &[]);
+        assert!(
+            !kinds(&defaults).contains("Job"),
+            "helm {major}: no Job unless asked for"
+        );
+        let objects = template(major, &["--set", MIGRATION_JOB]);
+        let job = find(&objects, "Job", "boxtable-operator-migrate");
+        for key in [
+            "helm.sh/hook",
+            "helm.sh/hook-weight",
+            "helm.sh/hook-delete-policy",
+        ] {
+            assert_eq!(
+                job["metadata"]["annotations"][key], example["metadata"]["annotations"][key],
+                "helm {major}: {key}"
+            );
+        }
+        let pod = &job["spec"]["template"]["spec"];
+        let example_pod = &example["spec"]["template"]["spec"];
+        for pointer in [
+            "/containers/0/args",
+            "/containers/0/volumeMounts",
+            "/volumes",
+            "/restartPolicy",
+            "/automountServiceAccountToken",
+            "/securityContext/fsGroup",
+            "/containers/0/securityContext/readOnlyRootFilesystem",
+            "/containers/0/securityContext/allowPrivilegeEscalation",
+            "/containers/0/securityContext/capabilities",
+        ] {
+            assert_eq!(
+                pod.pointer(pointer),
+                example_pod.pointer(pointer),
+                "helm {major}: {pointer}"
+            );
+        }
+        let out = plane.kubectl_as(
+            &plane.admin_kubeconfig,
+            &["create", "--dry-run=server", "-f", "-"],
+            Some(&job.to_string()),
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success() && !stderr.contains("Warning"),
+            "helm {major}: {stderr}"
+        );
+        let refused = helm(
+            major,
+            None,
+            &[
+                "template",
+                RELEASE,
+                CHART,
+                "--set",
+                "migrationJob.enabled=true",
+            ],
+        );
+        let text = String::from_utf8_lossy(&refused.stderr);
+        assert!(
+            !refused.status.success() && text.contains("migrationJob.manifestsConfigMap"),
+            "helm {major}: {text}"
+        );
+    }
 }
 
 #[test]
