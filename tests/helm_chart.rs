@@ -354,7 +354,7 @@ fn the_chart_carries_the_crd_the_alerts_and_the_dashboard_unchanged() {
 }
 
 /// Values documented as one row although they are maps.
-const WHOLE_VALUES: [&str; 5] = [
+const WHOLE_VALUES: [&str; 6] = [
     "resources",
     "migrationJob.resources",
     "podSecurityContext",
