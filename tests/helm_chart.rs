@@ -1104,6 +1104,70 @@ fn every_variant_installs_into_the_control_plane_with_helm_3_and_helm_4() {
 }
 
 #[test]
+fn an_upgrade_to_more_replicas_turns_leader_election_on_and_back_off() {
+    let plane = control_plane();
+    for major in ["v3", "v4"] {
+        let release = format!("helm{}-upgrade", &major[1..]);
+        let (namespace, first) = install(plane, major, &release, &["--set", "replicas=1"]);
+        let deployment = format!("deployment/{release}-boxtable-operator");
+        let role = format!("role/{release}-boxtable-operator-leader-election");
+        let stored = |what: &str| {
+            plane
+                .kubectl_admin(&["-n", &namespace, "get", what, "-o", "json"], None)
+                .map(|json| serde_json::from_str::<Json>(&json).unwrap())
+        };
+        let elected = |deployment: &Json| {
+            deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+                .as_array()
+                .unwrap()
+                .contains(&json!("--leader-election"))
+        };
+        let before = stored(&deployment).unwrap();
+        assert_eq!(before["spec"]["replicas"], 1);
+        assert!(!elected(&before), "helm {major}: one replica, no election");
+        assert!(
+            stored(&role).is_err(),
+            "helm {major}: a Role for one replica"
+        );
+        for (replicas, expect_election) in [("3", true), ("1", false)] {
+            helm_ok(
+                major,
+                Some(plane),
+                &[
+                    "upgrade",
+                    &release,
+                    CHART,
+                    "--namespace",
+                    &namespace,
+                    "--reuse-values",
+                    "--set",
+                    &format!("replicas={replicas}"),
+                    "--timeout",
+                    "5m",
+                ],
+            );
+            let after = stored(&deployment).unwrap();
+            assert_eq!(
+                after["spec"]["replicas"],
+                json!(replicas.parse::<i64>().unwrap())
+            );
+            assert_eq!(
+                elected(&after),
+                expect_election,
+                "helm {major}: {replicas} replicas"
+            );
+            // Helm deletes objects an upgrade no longer renders before it returns.
+            assert_eq!(
+                stored(&role).is_ok(),
+                expect_election,
+                "helm {major}: the leader-election Role with {replicas} replicas"
+            );
+        }
+        uninstall(plane, major, &release, &namespace, &first);
+    }
+}
+
+#[test]
 fn an_install_watching_two_namespaces_can_act_there_and_nowhere_else() {
     let plane = control_plane();
     let shop = plane.create_namespace("helm-shop");
