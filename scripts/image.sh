@@ -89,6 +89,8 @@ registry_pid=
 cleanup() {
   if [ -n "$registry_pid" ]; then kill "$registry_pid" 2>/dev/null || true; wait "$registry_pid" 2>/dev/null || true; fi
   rm -rf "$work"
+  # cargo-cyclonedx writes next to each manifest; nothing of it stays in the tree.
+  rm -f boxtable-operator.cdx.json localapi/boxtable-operator.cdx.json
 }
 trap cleanup EXIT
 
@@ -143,7 +145,6 @@ case $arch in amd64) triple=x86_64-unknown-linux-gnu ;; arm64) triple=aarch64-un
 "$CARGO_CYCLONEDX" cyclonedx --quiet --format json --spec-version 1.5 --target "$triple" \
   --no-build-deps --override-filename boxtable-operator.cdx >/dev/null
 mv boxtable-operator.cdx.json "$work/crates.cdx.json"
-rm -f localapi/boxtable-operator.cdx.json
 jq -n --rawfile debs "$work/debs.txt" --slurpfile crates "$work/crates.cdx.json" \
   --arg digest "$digest" --arg tag "$tag" --arg created "$created" '
   ($debs | split("\n") | map(select(length > 0) | split(" ")

@@ -88,6 +88,16 @@ fn the_bundle_is_deploy_rendered_with_the_image_at_this_version() {
 }
 
 #[test]
+fn deploy_names_the_image_at_this_version_too() {
+    let deployment = fs::read_to_string(root().join("deploy/deployment.yaml")).unwrap();
+    let expected = format!("image: ghcr.io/boxtable/boxtable-operator:{VERSION}");
+    assert!(
+        deployment.lines().any(|l| l.trim() == expected),
+        "deploy/deployment.yaml should name {expected} (bump it with the version in Cargo.toml)"
+    );
+}
+
+#[test]
 fn the_bundle_holds_every_object_of_deploy() {
     let out = Command::new(plane().kubectl_binary())
         .args(["kustomize", "deploy/"])
