@@ -74,6 +74,10 @@ struct RunArgs {
     /// Log format.
     #[arg(long, value_enum, default_value_t = LogFormatArg::Text)]
     log_format: LogFormatArg,
+    /// Export a trace of each reconcile pass over OTLP (HTTP, protobuf) to this collector base
+    /// URL, e.g. http://otel-collector:4318 (spans go to /v1/traces); off when unset.
+    #[arg(long, value_name = "URL")]
+    otlp_endpoint: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -205,11 +209,15 @@ fn block_on(
 }
 
 fn init_logging(format: LogFormatArg) -> bool {
+    init_logging_with(format, None)
+}
+
+fn init_logging_with(format: LogFormatArg, spans: Option<&telemetry::SpanExport>) -> bool {
     let format = match format {
         LogFormatArg::Text => LogFormat::Text,
         LogFormatArg::Json => LogFormat::Json,
     };
-    match telemetry::init_logging(format) {
+    match telemetry::init_logging_with(format, spans) {
         Ok(()) => true,
         Err(error) => {
             eprintln!("boxtable-operator: {}", report::chain(&error));
@@ -241,9 +249,39 @@ fn cancel_on_signal(token: CancellationToken) {
 }
 
 async fn run(args: RunArgs) -> ExitCode {
-    if !init_logging(args.log_format) {
+    let spans = match args
+        .otlp_endpoint
+        .as_deref()
+        .map(telemetry::SpanExport::start)
+    {
+        None => None,
+        Some(Ok(spans)) => Some(spans),
+        Some(Err(error)) => {
+            eprintln!("boxtable-operator: {}", report::chain(&error));
+            return ExitCode::FAILURE;
+        }
+    };
+    if !init_logging_with(args.log_format, spans.as_ref()) {
         return ExitCode::FAILURE;
     }
+    if let Some(endpoint) = &args.otlp_endpoint {
+        tracing::info!(endpoint = %endpoint, "exporting a trace of each reconcile pass over OTLP");
+    }
+    let code = run_controller(args).await;
+    if let Some(spans) = spans {
+        // The last spans are sent before the process exits.
+        match tokio::task::spawn_blocking(move || spans.shutdown()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => {
+                tracing::warn!(error = %report::chain(&error), "sending the last spans failed")
+            }
+            Err(_) => tracing::warn!("sending the last spans failed"),
+        }
+    }
+    code
+}
+
+async fn run_controller(args: RunArgs) -> ExitCode {
     let shutdown = CancellationToken::new();
     cancel_on_signal(shutdown.clone());
     let metrics = Arc::new(Metrics::new());

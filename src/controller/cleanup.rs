@@ -51,6 +51,7 @@ pub(super) async fn cleanup(
         tracing::info!(boxtable = %bt.name_any(), "spec names no valid table; nothing to drop");
         return Ok(Cleanup::Release);
     };
+    tracing::Span::current().record("table", plan.table.to_string());
     let mut pass = Pass::new(bt, ctx, api);
     if !already_deleting(&pass) {
         pass.publish(
@@ -144,8 +145,7 @@ pub(super) async fn cleanup(
                 }],
             )
             .await;
-            ctx.metrics
-                .record_reconcile(ReconcileResult::Success, pass.started.elapsed());
+            super::pass::record_result(ctx, ReconcileResult::Success, pass.started);
             Ok(Cleanup::Release)
         }
         Err(error) if error.reason() == Reason::Cancelled => {
@@ -280,8 +280,7 @@ async fn keep_blocked(
     let uid = pass.bt.uid().unwrap_or_default();
     ctx.backoff.on_success(&uid);
     ctx.schedule.record(&uid, &Trigger::of(pass.bt), ctx.resync);
-    ctx.metrics
-        .record_reconcile(ReconcileResult::Stalled, pass.started.elapsed());
+    super::pass::record_result(ctx, ReconcileResult::Stalled, pass.started);
     Ok(Cleanup::Keep(Action::requeue(ctx.resync)))
 }
 
@@ -304,8 +303,7 @@ async fn keep_failed(
     let uid = pass.bt.uid().unwrap_or_default();
     ctx.metrics.record_failure(Reason::DropFailed);
     ctx.metrics.record_drop(DropResult::Failed);
-    ctx.metrics
-        .record_reconcile(ReconcileResult::Retry, pass.started.elapsed());
+    super::pass::record_result(ctx, ReconcileResult::Retry, pass.started);
     let delay = ctx.backoff.on_failure(&uid);
     ctx.schedule.record(&uid, &Trigger::of(pass.bt), delay);
     tracing::warn!(table = %plan.table, retry_in = ?delay, "drop failed: {cause}");

@@ -192,11 +192,17 @@ impl<'a> Pass<'a> {
         if let Observed::Failed { reason, .. } = &observed {
             ctx.metrics.record_failure(*reason);
         }
-        ctx.metrics.record_reconcile(result, self.started.elapsed());
+        record_result(ctx, result, self.started);
         ctx.schedule
             .record(&uid, &super::schedule::Trigger::of(self.bt), delay);
         Ok(Action::requeue(delay))
     }
+}
+
+/// Counts how a pass ended and records it as the `outcome` of the pass's `reconcile` span.
+pub(super) fn record_result(ctx: &Context, result: ReconcileResult, started: Instant) {
+    ctx.metrics.record_reconcile(result, started.elapsed());
+    tracing::Span::current().record("outcome", result.as_str());
 }
 
 /// What a given-up status adds to its message: when the operator tries again by itself, and what

@@ -15,6 +15,7 @@ use kube::runtime::events::Recorder;
 use kube::runtime::reflector::Store;
 use kube::{Client, ResourceExt};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use super::backoff::Backoff;
 use super::cleanup::{Cleanup, cleanup};
@@ -119,6 +120,26 @@ pub async fn reconcile(bt: Arc<BoxTable>, ctx: Arc<Context>) -> Result<Action, R
         tracing::info!(boxtable = %format!("{namespace}/{}", bt.name_any()), "reconcile requested by annotation; retrying now with the backoff reset");
         ctx.backoff.on_success(&uid);
     }
+    // One trace per pass (not a child of whatever polled the controller), with the pass's
+    // steps as child spans: the Secret read, the lock wait, the migration or the drop.
+    let span = tracing::info_span!(
+        parent: None,
+        "reconcile",
+        namespace = %namespace,
+        name = %bt.name_any(),
+        table = tracing::field::Empty,
+        outcome = tracing::field::Empty,
+    );
+    pass(bt, ctx, namespace).instrument(span).await
+}
+
+/// A pass that is due: cleanup while deleting, else apply (with the finalizer kept in step).
+async fn pass(
+    bt: Arc<BoxTable>,
+    ctx: Arc<Context>,
+    namespace: String,
+) -> Result<Action, ReconcileError> {
+    let uid = bt.uid().unwrap_or_default();
     let api: Api<BoxTable> = Api::namespaced(ctx.client.clone(), &namespace);
     let _in_flight = ctx.metrics.reconcile_started();
     let started = Instant::now();
@@ -164,8 +185,7 @@ pub async fn reconcile(bt: Arc<BoxTable>, ctx: Arc<Context>) -> Result<Action, R
         }
     };
     if result.is_err() {
-        ctx.metrics
-            .record_reconcile(ReconcileResult::Retry, started.elapsed());
+        super::pass::record_result(&ctx, ReconcileResult::Retry, started);
     }
     result
 }
@@ -202,7 +222,11 @@ pub(super) async fn read_secret(
 ) -> Result<DatabaseSecret, SecretError> {
     let api: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
     let secret_ref = &bt.spec.database.secret_ref;
-    secrets::read(&api, namespace, &secret_ref.name, &secret_ref.key).await
+    // The span names the Secret, never what it holds.
+    let span = tracing::info_span!("read_secret", secret = %secret_ref.name);
+    secrets::read(&api, namespace, &secret_ref.name, &secret_ref.key)
+        .instrument(span)
+        .await
 }
 
 /// The BoxTable as the owner of its table (see [`crate::migrate::ownership`]).
@@ -249,6 +273,7 @@ async fn apply(
             return pass.finish(None, observed).await;
         }
     };
+    tracing::Span::current().record("table", plan.table.to_string());
     let everyone = ctx.store.state();
     if let Some(owner) = conflicts::conflicting_owner(bt, everyone.iter().map(|o| o.as_ref())) {
         let other = format!("{}/{owner}", pass.namespace);

@@ -7,6 +7,7 @@ use std::future::Future;
 use tokio_postgres::Client;
 use tokio_postgres::types::Type;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use super::detect::{self, Decision, Facts};
 use super::history::{self, HistoryTable};
@@ -93,6 +94,9 @@ pub async fn run(
             }
         },
     )
+    .instrument(
+        tracing::info_span!("lock_wait", table = %plan.table, lock_key = %identity.lock_key()),
+    )
     .await
     .map_err(RunError::from)?;
     let report = match wait {
@@ -114,6 +118,7 @@ pub async fn run(
         cancel,
         migrate(client, plan, target),
     )
+    .instrument(tracing::info_span!("migration", table = %plan.table, target_version = target))
     .await?;
     Ok(Outcome {
         path: decision.path(),

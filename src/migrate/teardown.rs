@@ -4,6 +4,7 @@
 
 use tokio_postgres::Client;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use super::history::{self, HistoryTable};
 use super::ownership::{self, Claim, Origin, Owner, OwnerRecord};
@@ -119,6 +120,9 @@ pub async fn drop_box_table(
     let identity = LockIdentity::for_table(&plan.table);
     preflight(session, plan, &identity).await?;
     let report = lock::acquire(client, &identity, plan.lock_timeout, cancel, on_waiting)
+        .instrument(
+            tracing::info_span!("lock_wait", table = %plan.table, lock_key = %identity.lock_key()),
+        )
         .await
         .map_err(RunError::from)?;
     let work = async {
@@ -140,6 +144,7 @@ pub async fn drop_box_table(
     };
     // A drop that committed is done even if the lock was already gone at unlock (logged there).
     locked(session, plan, &identity, cancel, work)
+        .instrument(tracing::info_span!("drop", table = %plan.table))
         .await
         .map(|committed| DropOutcome {
             blocked: committed.blocked,

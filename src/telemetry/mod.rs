@@ -2,10 +2,12 @@
 
 mod metrics;
 mod objects;
+mod otlp;
 mod server;
 
 pub use metrics::{BoxLabel, DropResult, LockOutcome, Metrics, REVISION, ReconcileResult, VERSION};
 pub use objects::{NO_REASON, ObjectSource, ObjectState, UNKNOWN_REASON, state_of};
+pub use otlp::{SpanExport, TRACES_PATH};
 pub use server::{Readiness, TelemetryServer, serve};
 
 use std::str::FromStr;
@@ -32,6 +34,9 @@ pub enum TelemetryError {
     /// The metrics and health server stopped with an error.
     #[error("serving metrics and health failed")]
     Serve(#[source] std::io::Error),
+    /// The OTLP span exporter could not be built, or its last export failed.
+    #[error("exporting spans over OTLP failed")]
+    Otlp(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// A `--log-format` value other than `text` or `json`.
     #[error("unknown log format: expected text or json")]
     UnknownLogFormat,
@@ -83,14 +88,35 @@ pub fn log_filter() -> Result<EnvFilter, TelemetryError> {
 /// [`TelemetryError::LogFilter`] for a bad `RUST_LOG`; [`TelemetryError::InstallLogger`] when a
 /// subscriber is already installed.
 pub fn init_logging(format: LogFormat) -> Result<(), TelemetryError> {
+    init_logging_with(format, None)
+}
+
+/// As [`init_logging`], and with `spans`, every span the filter lets through is also exported
+/// over OTLP (see [`SpanExport`]).
+///
+/// # Errors
+/// As [`init_logging`].
+pub fn init_logging_with(
+    format: LogFormat,
+    spans: Option<&SpanExport>,
+) -> Result<(), TelemetryError> {
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+
     let filter = log_filter()?;
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let lines = tracing_subscriber::fmt::layer()
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
-    match format {
-        LogFormat::Text => builder.try_init(),
-        LogFormat::Json => builder.json().try_init(),
-    }
-    .map_err(TelemetryError::InstallLogger)
+    let lines = match format {
+        LogFormat::Text => lines.boxed(),
+        LogFormat::Json => lines.json().boxed(),
+    };
+    let export = spans.map(|spans| tracing_opentelemetry::layer().with_tracer(spans.tracer()));
+    tracing_subscriber::registry()
+        .with(lines)
+        .with(export)
+        .with(filter)
+        .try_init()
+        .map_err(|e| TelemetryError::InstallLogger(Box::new(e)))
 }

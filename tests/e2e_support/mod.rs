@@ -184,6 +184,11 @@ impl Cluster {
 
     /// Starts an operator process watching `ns`.
     pub fn operator(&self, ns: &str, name: &str) -> Operator {
+        self.operator_with(ns, name, &[])
+    }
+
+    /// Starts an operator process watching `ns`, with `extra` arguments after the usual ones.
+    pub fn operator_with(&self, ns: &str, name: &str, extra: &[&str]) -> Operator {
         let log = self.dir.path().join(format!("{name}.log"));
         let file = std::fs::File::create(&log).unwrap();
         let child = Command::new(operator_binary())
@@ -202,6 +207,7 @@ impl Cluster {
                 "--instance",
                 name,
             ])
+            .args(extra)
             .env("KUBECONFIG", &self.operator_kubeconfig)
             .env("RUST_LOG", "info,boxtable_operator=debug")
             .stdout(Stdio::null())
