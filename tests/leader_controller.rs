@@ -139,12 +139,14 @@ impl Drop for Cluster {
 /// One operator replica with leader election.
 struct Replica {
     readiness: Readiness,
+    metrics: Arc<Metrics>,
     shutdown: CancellationToken,
     task: JoinHandle<Result<(), RunError>>,
 }
 
 fn replica(client: kube::Client, namespace: &str, identity: &str) -> Replica {
     let readiness = Readiness::new();
+    let metrics = Arc::new(Metrics::new());
     let shutdown = CancellationToken::new();
     let settings = Settings {
         namespaces: vec![namespace.to_owned()],
@@ -158,14 +160,25 @@ fn replica(client: kube::Client, namespace: &str, identity: &str) -> Replica {
     let task = tokio::spawn(controller::run(
         client,
         settings,
-        Arc::new(Metrics::new()),
+        metrics.clone(),
         readiness.clone(),
         shutdown.clone(),
     ));
     Replica {
         readiness,
+        metrics,
         shutdown,
         task,
+    }
+}
+
+impl Replica {
+    /// `boxtable_leader` as this replica's `/metrics` shows it.
+    fn leader_gauge(&self) -> f64 {
+        let body = self.metrics.encode().unwrap();
+        body.lines()
+            .find_map(|l| l.strip_prefix("boxtable_leader ")?.parse().ok())
+            .unwrap_or_else(|| panic!("no boxtable_leader in\n{body}"))
     }
 }
 
@@ -298,12 +311,12 @@ async fn a_lease_renewal_stalled_for_20_seconds_during_a_long_migration_does_not
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_standby_is_ready_and_takes_over_at_once_when_the_leader_shuts_down() {
     let cluster = Cluster::start().await;
-    let first = cluster.replica(cluster.operator_client().await, "pod-a");
+    let mut first = cluster.replica(cluster.operator_client().await, "pod-a");
     wait_until("pod-a leads and is ready", || async {
         cluster.holder().await.as_deref() == Some("pod-a") && first.readiness.is_ready()
     })
     .await;
-    let second = cluster.replica(cluster.operator_client().await, "pod-b");
+    let mut second = cluster.replica(cluster.operator_client().await, "pod-b");
 
     wait_until("the standby is ready", || async {
         second.readiness.is_ready()
@@ -311,6 +324,8 @@ async fn a_standby_is_ready_and_takes_over_at_once_when_the_leader_shuts_down() 
     .await;
     assert_eq!(cluster.holder().await.as_deref(), Some("pod-a"));
     assert!(!second.task.is_finished());
+    assert_eq!(first.leader_gauge(), 1.0, "the leader's boxtable_leader");
+    assert_eq!(second.leader_gauge(), 0.0, "a standby's boxtable_leader");
     cluster.create(boxtable("orders")).await;
     wait_until("orders is Ready", || async {
         cluster
@@ -322,8 +337,13 @@ async fn a_standby_is_ready_and_takes_over_at_once_when_the_leader_shuts_down() 
     .await;
 
     first.shutdown.cancel();
-    first.task.await.unwrap().unwrap();
+    (&mut first.task).await.unwrap().unwrap();
     let handed_back = Instant::now();
+    assert_eq!(
+        first.leader_gauge(),
+        0.0,
+        "handed back: no longer the leader"
+    );
     wait_until("pod-b leads", || async {
         cluster.holder().await.as_deref() == Some("pod-b")
     })
@@ -348,6 +368,12 @@ async fn a_standby_is_ready_and_takes_over_at_once_when_the_leader_shuts_down() 
         second.readiness.is_ready()
     })
     .await;
+    assert_eq!(
+        second.leader_gauge(),
+        1.0,
+        "the new leader's boxtable_leader"
+    );
     second.shutdown.cancel();
-    second.task.await.unwrap().unwrap();
+    (&mut second.task).await.unwrap().unwrap();
+    assert_eq!(second.leader_gauge(), 0.0);
 }
