@@ -70,6 +70,11 @@ async fn a_dropped_replay_index_is_reported_as_drift_once_and_cleared_when_it_is
         })
         .await;
     let (_, reason, message) = drifted(&bt).unwrap();
+    println!(
+        "{}",
+        serde_json::to_string_pretty(condition(bt.status.as_ref().unwrap(), "Drifted").unwrap())
+            .unwrap()
+    );
     assert_eq!(reason, "Drifted");
     assert_eq!(
         message,
