@@ -78,6 +78,11 @@ struct RunArgs {
     /// URL, e.g. http://otel-collector:4318 (spans go to /v1/traces); off when unset.
     #[arg(long, value_name = "URL")]
     otlp_endpoint: Option<String>,
+    /// Watch and read only the Secrets matching this label selector (e.g.
+    /// `brighter.dev/connection=true`); a BoxTable referencing any other Secret is Stalled with
+    /// `SecretNotSelected`. Default: every Secret's metadata is watched.
+    #[arg(long, env = "SECRET_LABEL_SELECTOR")]
+    secret_label_selector: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -325,6 +330,7 @@ async fn run_controller(args: RunArgs) -> ExitCode {
                 .unwrap_or_else(|| "default".to_owned())
         }),
         leader_timing: controller::leader::Timing::default(),
+        secret_label_selector: args.secret_label_selector.clone().filter(|s| !s.is_empty()),
     };
     tracing::info!(
         namespaces = ?settings.namespaces,

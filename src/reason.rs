@@ -22,6 +22,9 @@ pub enum Reason {
     LockLost,
     /// The referenced Secret, or its key, does not exist.
     SecretNotFound,
+    /// The referenced Secret lacks the labels of `--secret-label-selector`, so the operator does
+    /// not watch it (and would miss its rotation).
+    SecretNotSelected,
     /// The connection string cannot be parsed.
     InvalidConnectionString,
     /// The database could not be reached.
@@ -77,7 +80,7 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason, for tests and for pre-registering metric labels.
-    pub const ALL: [Reason; 32] = [
+    pub const ALL: [Reason; 33] = [
         Reason::UpToDate,
         Reason::Migrated,
         Reason::AheadOfOperator,
@@ -86,6 +89,7 @@ impl Reason {
         Reason::LockTimeout,
         Reason::LockLost,
         Reason::SecretNotFound,
+        Reason::SecretNotSelected,
         Reason::InvalidConnectionString,
         Reason::ConnectionFailed,
         Reason::AuthenticationFailed,
@@ -123,6 +127,7 @@ impl Reason {
             Reason::LockTimeout => "LockTimeout",
             Reason::LockLost => "LockLost",
             Reason::SecretNotFound => "SecretNotFound",
+            Reason::SecretNotSelected => "SecretNotSelected",
             Reason::InvalidConnectionString => "InvalidConnectionString",
             Reason::ConnectionFailed => "ConnectionFailed",
             Reason::AuthenticationFailed => "AuthenticationFailed",
@@ -160,6 +165,7 @@ impl Reason {
             self,
             Reason::LockTimeout
                 | Reason::SecretNotFound
+                | Reason::SecretNotSelected
                 | Reason::InvalidConnectionString
                 | Reason::AuthenticationFailed
                 | Reason::PermissionDenied

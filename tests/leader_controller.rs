@@ -156,6 +156,7 @@ fn replica(client: kube::Client, namespace: &str, identity: &str) -> Replica {
         instance: identity.to_owned(),
         leader_election_namespace: Some(namespace.to_owned()),
         leader_timing: TIMING,
+        secret_label_selector: None,
     };
     let task = tokio::spawn(controller::run(
         client,

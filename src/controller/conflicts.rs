@@ -1,34 +1,67 @@
-//! Two BoxTables in one namespace that manage the same database table, seen from the cache
-//! without connecting: the older one keeps it, the later one reports the conflict and does not
-//! migrate.
+//! Two BoxTables that manage the same database table, seen from the cache and the Secrets they
+//! read, without connecting: the older one keeps it, the later one reports the conflict and does
+//! not migrate.
 //!
-//! Two objects are taken to manage the same table when they are in the same namespace, read the
-//! same Secret key, and resolve to the same lowercased `schema.table`. Objects that reach the same
-//! table any other way (another namespace, cluster or Secret) are caught in the database instead,
-//! by the table's ownership record (see [`crate::migrate::ownership`]).
+//! Two objects are taken to manage the same table when they resolve to the same lowercased
+//! `schema.table` on the same database: the same host, port and database name, as their
+//! connection strings say, whichever Secret, key or connection-string form each reads it from. An
+//! unreadable connection string stands for its Secret key (two objects reading the same key
+//! reach the same database). Objects that reach the same table in ways the connection strings do
+//! not show (an alias of the host, another cluster) are caught in the database instead, by the
+//! table's ownership record (see [`crate::migrate::ownership`]).
 
 use kube::ResourceExt;
 
 use crate::crd::BoxTable;
+use crate::db::ConnectionSettings;
 use crate::plan;
 
-/// What identifies the managed table for conflict purposes.
+/// Where a BoxTable's table lives, for conflict purposes.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct Claim {
-    namespace: String,
-    secret: String,
-    key: String,
-    table: String,
+pub enum Database {
+    /// The first host (lowercased), its port and the database name from the connection string.
+    Server {
+        /// Host name or address, lowercased.
+        host: String,
+        /// Port.
+        port: u16,
+        /// Database name (libpq's default: the user name).
+        database: String,
+    },
+    /// A connection string that does not parse: its Secret key stands for it.
+    SecretKey {
+        /// Namespace.
+        namespace: String,
+        /// Secret name.
+        secret: String,
+        /// Key.
+        key: String,
+    },
 }
 
-fn claim(bt: &BoxTable) -> Option<Claim> {
-    let table = plan::resolve_table(&bt.spec).ok()?;
-    Some(Claim {
-        namespace: bt.namespace().unwrap_or_default(),
-        secret: bt.spec.database.secret_ref.name.clone(),
-        key: bt.spec.database.secret_ref.key.clone(),
-        table: table.to_string(),
-    })
+impl Database {
+    /// The database `connection_string` (read for `bt`) points at.
+    pub fn of(bt: &BoxTable, connection_string: &str) -> Self {
+        match ConnectionSettings::parse(connection_string) {
+            Ok(settings) => match settings.endpoints().into_iter().next() {
+                Some((host, port)) => Database::Server {
+                    host: host.to_ascii_lowercase(),
+                    port,
+                    database: settings.dbname().unwrap_or(settings.user()).to_owned(),
+                },
+                None => Self::secret_key(bt),
+            },
+            Err(_) => Self::secret_key(bt),
+        }
+    }
+
+    fn secret_key(bt: &BoxTable) -> Self {
+        Database::SecretKey {
+            namespace: bt.namespace().unwrap_or_default(),
+            secret: bt.spec.database.secret_ref.name.clone(),
+            key: bt.spec.database.secret_ref.key.clone(),
+        }
+    }
 }
 
 /// The ordering that decides who keeps a table: one that has already brought it to a version
@@ -44,19 +77,45 @@ fn seniority(bt: &BoxTable) -> (bool, Option<jiff::Timestamp>, String) {
     )
 }
 
-/// The name of an older BoxTable (not being deleted) that already manages `bt`'s table, if any.
-pub fn conflicting_owner<'a>(
+/// The older BoxTables (not being deleted) that resolve to the same `schema.table` as `bt`, the
+/// most senior first: each keeps the table from `bt` if it is on the same [`Database`].
+pub fn seniors<'a>(
     bt: &BoxTable,
     all: impl IntoIterator<Item = &'a BoxTable>,
-) -> Option<String> {
-    let mine = claim(bt)?;
+) -> Vec<&'a BoxTable> {
+    let Ok(mine) = plan::resolve_table(&bt.spec) else {
+        return Vec::new();
+    };
     let my_rank = seniority(bt);
-    all.into_iter()
+    let mut older: Vec<&BoxTable> = all
+        .into_iter()
         .filter(|other| other.uid() != bt.uid() && other.metadata.deletion_timestamp.is_none())
-        .filter(|other| claim(other).as_ref() == Some(&mine))
+        .filter(|other| plan::resolve_table(&other.spec).is_ok_and(|t| t == mine))
         .filter(|other| seniority(other) < my_rank)
-        .min_by_key(|other| seniority(other))
-        .map(|other| other.name_any())
+        .collect();
+    older.sort_by_key(|other| seniority(other));
+    older
+}
+
+/// The older BoxTable that already manages `bt`'s table on `database`, if any, as
+/// `namespace/name`; `database_of` says where another BoxTable's table lives (`None` when it
+/// cannot be told).
+pub fn conflicting_owner<'a>(
+    bt: &BoxTable,
+    database: &Database,
+    all: impl IntoIterator<Item = &'a BoxTable>,
+    mut database_of: impl FnMut(&BoxTable) -> Option<Database>,
+) -> Option<String> {
+    seniors(bt, all)
+        .into_iter()
+        .find(|other| database_of(other).as_ref() == Some(database))
+        .map(|other| {
+            format!(
+                "{}/{}",
+                other.namespace().unwrap_or_default(),
+                other.name_any()
+            )
+        })
 }
 
 #[cfg(test)]
@@ -77,21 +136,70 @@ mod tests {
         bt
     }
 
+    fn shop() -> Database {
+        Database::Server {
+            host: "db".to_owned(),
+            port: 5432,
+            database: "shop".to_owned(),
+        }
+    }
+
+    fn owner(bt: &BoxTable, all: &[BoxTable]) -> Option<String> {
+        conflicting_owner(bt, &shop(), all, |_| Some(shop()))
+    }
+
     #[test]
     fn the_earlier_boxtable_keeps_the_table() {
         let first = boxtable("orders", 10, None);
         let later = boxtable("a-copy", 11, None);
         let all = [first.clone(), later.clone()];
-        assert_eq!(conflicting_owner(&later, &all), Some("orders".to_owned()));
-        assert_eq!(conflicting_owner(&first, &all), None);
+        assert_eq!(owner(&later, &all), Some("shop/orders".to_owned()));
+        assert_eq!(owner(&first, &all), None);
     }
 
     #[test]
     fn one_that_already_migrated_the_table_keeps_it_against_a_same_second_rival() {
-        let owner = boxtable("orders", 10, Some(8));
+        let owner_bt = boxtable("orders", 10, Some(8));
         let rival = boxtable("a-copy", 10, None);
-        let all = [owner.clone(), rival.clone()];
-        assert_eq!(conflicting_owner(&rival, &all), Some("orders".to_owned()));
-        assert_eq!(conflicting_owner(&owner, &all), None);
+        let all = [owner_bt.clone(), rival.clone()];
+        assert_eq!(owner(&rival, &all), Some("shop/orders".to_owned()));
+        assert_eq!(owner(&owner_bt, &all), None);
+    }
+
+    #[test]
+    fn connection_strings_of_every_form_name_the_same_database() {
+        let bt = boxtable("orders", 10, None);
+        let forms = [
+            "postgres://app:secret@DB:5432/shop?sslmode=require",
+            "host=db dbname=shop user=other password=x",
+            "Host=db;Port=5432;Database=shop;Username=app;Password=y",
+        ];
+        for form in forms {
+            assert_eq!(Database::of(&bt, form), shop(), "{form}");
+        }
+        assert_ne!(Database::of(&bt, "postgres://app@db:5433/shop"), shop());
+        assert_ne!(Database::of(&bt, "postgres://app@db/billing"), shop());
+        assert_eq!(
+            Database::of(&bt, "host=db user=shop"),
+            shop(),
+            "libpq's default database is the user name"
+        );
+    }
+
+    #[test]
+    fn a_table_on_another_database_is_no_conflict() {
+        let first = boxtable("orders", 10, None);
+        let later = boxtable("a-copy", 11, None);
+        let all = [first.clone(), later.clone()];
+        let elsewhere = Database::Server {
+            host: "db".to_owned(),
+            port: 5432,
+            database: "billing".to_owned(),
+        };
+        assert_eq!(
+            conflicting_owner(&later, &shop(), &all, |_| Some(elsewhere.clone())),
+            None
+        );
+        assert_eq!(conflicting_owner(&later, &shop(), &all, |_| None), None);
     }
 }

@@ -21,12 +21,11 @@ use std::time::Duration;
 
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::events::{Recorder, Reporter};
-use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::watcher;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use tokio_util::sync::CancellationToken;
 
@@ -58,6 +57,9 @@ pub struct Settings {
     pub leader_election_namespace: Option<String>,
     /// Lease duration, renew deadline and retry period of the leader election.
     pub leader_timing: leader::Timing,
+    /// Watch (and read) only the Secrets with these labels (`--secret-label-selector`); a
+    /// referenced Secret without them is reported as `SecretNotSelected`.
+    pub secret_label_selector: Option<String>,
 }
 
 /// Why the controller stopped before shutdown was asked for.
@@ -172,11 +174,11 @@ pub async fn run(
         let (boxtables, secrets) = match &scope {
             Some(ns) => (
                 Api::<BoxTable>::namespaced(client.clone(), ns),
-                Api::<Secret>::namespaced(client.clone(), ns),
+                Api::<secrets::SecretMetadata>::namespaced(client.clone(), ns),
             ),
             None => (
                 Api::<BoxTable>::all(client.clone()),
-                Api::<Secret>::all(client.clone()),
+                Api::<secrets::SecretMetadata>::all(client.clone()),
             ),
         };
         let controller = Controller::new(boxtables, watcher::Config::default().any_semantic());
@@ -186,6 +188,22 @@ pub async fn run(
         let secret_schedule = schedule.clone();
         let holds = Arc::new(secret_guard::Holds::default());
         let secret_holds = holds.clone();
+        // Secrets by metadata only (no data, so unrelated Secrets cost little memory and the
+        // operator never receives their contents); a referenced one is read when a pass uses it.
+        let (watched_secrets, secret_writer) = reflector::store();
+        let mut secret_watch = watcher::Config::default().any_semantic();
+        if let Some(selector) = &settings.secret_label_selector {
+            secret_watch = secret_watch.labels(selector);
+        }
+        let secret_events = watcher(secrets, secret_watch)
+            .default_backoff()
+            .reflect(secret_writer)
+            .touched_objects();
+        let reader = Arc::new(secrets::SecretReader::new(
+            client.clone(),
+            watched_secrets,
+            settings.secret_label_selector.clone(),
+        ));
         let ctx = Arc::new(Context {
             client: client.clone(),
             store: store.clone(),
@@ -197,6 +215,7 @@ pub async fn run(
             instance: settings.instance.clone(),
             shutdown: stop.clone(),
             holds,
+            secrets: reader,
         });
         let readiness = readiness.clone();
         let ready_store = store.clone();
@@ -218,31 +237,27 @@ pub async fn run(
         let graceful = stop.clone();
         let unsynced_stop = stopped_before_sync(stop.clone(), store.clone());
         let run = controller
-            .watches(
-                secrets,
-                watcher::Config::default().any_semantic(),
-                move |secret: Secret| {
-                    let ns = secret.namespace();
-                    let name = secret.name_any();
-                    tracing::debug!(secret = %name, "secret changed");
-                    secret_holds.observe(&secret);
-                    // The BoxTables that read this Secret, and those whose finalizer it carries
-                    // though they no longer keep it there (so that they let it go).
-                    let held = secret_guard::holders(&secret);
-                    store
-                        .state()
-                        .into_iter()
-                        .filter(|bt| {
-                            bt.namespace() == ns
-                                && (bt.spec.database.secret_ref.name == name
-                                    || (held.contains(bt.uid().as_deref().unwrap_or_default())
-                                        && !secret_guard::keeps(bt, &name)))
-                        })
-                        .inspect(|bt| secret_schedule.secret_changed(&bt.uid().unwrap_or_default()))
-                        .map(|bt| ObjectRef::from_obj(&*bt))
-                        .collect::<Vec<_>>()
-                },
-            )
+            .watches_stream(secret_events, move |secret: secrets::SecretMetadata| {
+                let ns = secret.namespace();
+                let name = secret.name_any();
+                tracing::debug!(secret = %name, "secret changed");
+                secret_holds.observe(&secret);
+                // The BoxTables that read this Secret, and those whose finalizer it carries
+                // though they no longer keep it there (so that they let it go).
+                let held = secret_guard::holders(&secret);
+                store
+                    .state()
+                    .into_iter()
+                    .filter(|bt| {
+                        bt.namespace() == ns
+                            && (bt.spec.database.secret_ref.name == name
+                                || (held.contains(bt.uid().as_deref().unwrap_or_default())
+                                    && !secret_guard::keeps(bt, &name)))
+                    })
+                    .inspect(|bt| secret_schedule.secret_changed(&bt.uid().unwrap_or_default()))
+                    .map(|bt| ObjectRef::from_obj(&*bt))
+                    .collect::<Vec<_>>()
+            })
             .with_config(controller::Config::default().concurrency(settings.concurrency))
             .graceful_shutdown_on(async move { graceful.cancelled().await })
             .run(reconcile::reconcile, reconcile::error_policy, ctx)

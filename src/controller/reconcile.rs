@@ -8,7 +8,6 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::events::Recorder;
@@ -56,6 +55,8 @@ pub struct Context {
     pub shutdown: CancellationToken,
     /// Which Secrets carry which BoxTable's finalizer, from the Secret watch.
     pub(crate) holds: Arc<super::secret_guard::Holds>,
+    /// Reads referenced Secrets (one GET per new resourceVersion).
+    pub secrets: Arc<secrets::SecretReader>,
 }
 
 /// Why a pass failed in a way that needs a retry with backoff (database-level failures are not
@@ -206,6 +207,7 @@ pub(super) fn secret_failure(error: &SecretError) -> Option<Observed> {
     let reason = match error {
         SecretError::Missing { .. } | SecretError::MissingKey { .. } => Reason::SecretNotFound,
         SecretError::NotText { .. } => Reason::InvalidConnectionString,
+        SecretError::NotSelected { .. } => Reason::SecretNotSelected,
         SecretError::Read { .. } => return None,
     };
     Some(Observed::Failed {
@@ -220,11 +222,11 @@ pub(super) async fn read_secret(
     ctx: &Context,
     namespace: &str,
 ) -> Result<DatabaseSecret, SecretError> {
-    let api: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
     let secret_ref = &bt.spec.database.secret_ref;
     // The span names the Secret, never what it holds.
     let span = tracing::info_span!("read_secret", secret = %secret_ref.name);
-    secrets::read(&api, namespace, &secret_ref.name, &secret_ref.key)
+    ctx.secrets
+        .read(namespace, &secret_ref.name, &secret_ref.key)
         .instrument(span)
         .await
 }
@@ -274,11 +276,6 @@ async fn apply(
         }
     };
     tracing::Span::current().record("table", plan.table.to_string());
-    let everyone = ctx.store.state();
-    if let Some(owner) = conflicts::conflicting_owner(bt, everyone.iter().map(|o| o.as_ref())) {
-        let other = format!("{}/{owner}", pass.namespace);
-        return pass.finish(Some(&plan), Observed::Conflict { other }).await;
-    }
     let secret = match read_secret(bt, ctx, &pass.namespace).await {
         Ok(secret) => secret,
         Err(error) => match secret_failure(&error) {
@@ -286,6 +283,9 @@ async fn apply(
             None => return Err(ReconcileError::ReadSecret(error)),
         },
     };
+    if let Some(other) = conflicting_owner(bt, ctx, &secret).await {
+        return pass.finish(Some(&plan), Observed::Conflict { other }).await;
+    }
     if super::secret_guard::out_of_date(bt, &secret)
         && let Err(error) = super::secret_guard::sync(
             ctx,
@@ -309,6 +309,34 @@ async fn apply(
         return pass.finish(Some(&plan), observed).await;
     }
     migrate(pass, &plan, &target).await
+}
+
+/// `namespace/name` of an older BoxTable that manages `bt`'s table on the same database (as its
+/// own Secret says, whichever Secret that is), if any. Only BoxTables naming the same table are
+/// looked at, and their Secrets are read as any pass reads them (a GET only for a new
+/// resourceVersion).
+async fn conflicting_owner(
+    bt: &BoxTable,
+    ctx: &Context,
+    secret: &DatabaseSecret,
+) -> Option<String> {
+    let mine = conflicts::Database::of(bt, &secret.connection_string);
+    let everyone = ctx.store.state();
+    let mut databases = std::collections::HashMap::new();
+    for other in conflicts::seniors(bt, everyone.iter().map(AsRef::as_ref)) {
+        let namespace = other.namespace().unwrap_or_default();
+        if let Ok(theirs) = read_secret(other, ctx, &namespace).await {
+            let database = conflicts::Database::of(other, &theirs.connection_string);
+            let same = database == mine;
+            databases.insert(other.uid(), database);
+            if same {
+                break;
+            }
+        }
+    }
+    conflicts::conflicting_owner(bt, &mine, everyone.iter().map(AsRef::as_ref), |other| {
+        databases.get(&other.uid()).cloned()
+    })
 }
 
 /// Runs the migration, writing a `Waiting` status (with the holder) as soon as the lock is found

@@ -23,7 +23,7 @@ use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 
 use super::reconcile::Context;
-use super::secrets::DatabaseSecret;
+use super::secrets::{DatabaseSecret, SecretMetadata};
 use crate::crd::{BoxTable, DeletionPolicy, SECRET_FINALIZER_PREFIX};
 
 /// Why the Secret's finalizers could not be brought up to date.
@@ -68,7 +68,7 @@ pub(super) fn finalizer_of(bt: &BoxTable) -> String {
 }
 
 /// The uids of the BoxTables whose finalizers `secret` carries.
-pub(super) fn holders(secret: &Secret) -> BTreeSet<String> {
+pub(super) fn holders(secret: &SecretMetadata) -> BTreeSet<String> {
     secret
         .finalizers()
         .iter()
@@ -91,7 +91,7 @@ pub(crate) struct Holds(Mutex<BTreeMap<(String, String), BTreeSet<String>>>);
 
 impl Holds {
     /// Records the finalizers of `secret` as the watch delivered it.
-    pub(super) fn observe(&self, secret: &Secret) {
+    pub(super) fn observe(&self, secret: &SecretMetadata) {
         let key = (secret.namespace().unwrap_or_default(), secret.name_any());
         let uids = holders(secret);
         if let Ok(mut holds) = self.0.lock() {

@@ -241,7 +241,29 @@ impl ControlPlane {
             .trim()
             .to_owned();
         let jti = token_id(&token);
-        OperatorToken { token, jti }
+        OperatorToken {
+            token,
+            jti,
+            user: OPERATOR_USER.to_owned(),
+        }
+    }
+
+    /// A new token for ServiceAccount `namespace/name` from the TokenRequest API.
+    pub fn service_account_token(&self, namespace: &str, name: &str) -> OperatorToken {
+        let token = self
+            .kubectl_admin(
+                &["create", "token", name, "-n", namespace, "--duration=4h"],
+                None,
+            )
+            .unwrap_or_else(|message| panic!("{message}"))
+            .trim()
+            .to_owned();
+        let jti = token_id(&token);
+        OperatorToken {
+            token,
+            jti,
+            user: format!("system:serviceaccount:{namespace}:{name}"),
+        }
     }
 
     /// Writes a kubeconfig for `token` to `path`.
@@ -334,12 +356,14 @@ impl ControlPlane {
 pub struct OperatorToken {
     pub token: String,
     pub jti: String,
+    /// The user name the API server gives the token's ServiceAccount.
+    pub user: String,
 }
 
 impl OperatorToken {
     /// Whether the audit event `event` is a request made with this token.
     pub fn made(&self, event: &Value) -> bool {
-        event["user"]["username"] == OPERATOR_USER
+        event["user"]["username"] == self.user.as_str()
             && event["user"]["extra"]["authentication.kubernetes.io/credential-id"]
                 .as_array()
                 .is_some_and(|ids| {

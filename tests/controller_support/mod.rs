@@ -123,6 +123,7 @@ pub struct HarnessBuilder {
     secret: Option<String>,
     resync: Duration,
     faults: bool,
+    secret_label_selector: Option<String>,
 }
 
 /// Injects API faults between the controller and the real API server: error statuses, latency,
@@ -184,6 +185,7 @@ pub struct Harness {
     pub shutdown: CancellationToken,
     pub logs: CapturedLogs,
     resync: Duration,
+    secret_label_selector: Option<String>,
     controller: Option<JoinHandle<Result<(), RunError>>>,
     _log_guard: tracing::subscriber::DefaultGuard,
 }
@@ -199,6 +201,7 @@ impl Harness {
             secret: Some(String::new()),
             resync: RESYNC,
             faults: false,
+            secret_label_selector: None,
         }
     }
 }
@@ -219,6 +222,12 @@ impl HarnessBuilder {
     /// Put a fault-injecting proxy between the controller and the API server ([`Harness::api`]).
     pub fn faults(mut self) -> Self {
         self.faults = true;
+        self
+    }
+
+    /// Run the controller with `--secret-label-selector selector`.
+    pub fn secret_label_selector(mut self, selector: &str) -> Self {
+        self.secret_label_selector = Some(selector.to_owned());
         self
     }
 
@@ -265,6 +274,7 @@ impl HarnessBuilder {
             &operator_client,
             &namespace,
             self.resync,
+            self.secret_label_selector.clone(),
             metrics.clone(),
             readiness.clone(),
             shutdown.clone(),
@@ -282,6 +292,7 @@ impl HarnessBuilder {
             shutdown,
             logs,
             resync: self.resync,
+            secret_label_selector: self.secret_label_selector,
             controller: Some(controller),
             _log_guard: log_guard,
         };
@@ -298,6 +309,7 @@ fn spawn_controller(
     client: &Client,
     namespace: &str,
     resync: Duration,
+    secret_label_selector: Option<String>,
     metrics: Arc<Metrics>,
     readiness: Readiness,
     shutdown: CancellationToken,
@@ -310,6 +322,7 @@ fn spawn_controller(
         instance: "controller-test".to_owned(),
         leader_election_namespace: None,
         leader_timing: Default::default(),
+        secret_label_selector,
     };
     tokio::spawn(controller::run(
         client.clone(),
@@ -527,6 +540,7 @@ impl Harness {
             &self.operator_client,
             &self.namespace,
             self.resync,
+            self.secret_label_selector.clone(),
             self.metrics.clone(),
             Readiness::new(),
             self.shutdown.clone(),
@@ -540,6 +554,22 @@ impl Harness {
             .iter()
             .filter(|e| self.token.made(e))
             .count() as u64
+    }
+
+    /// GETs of Secret `name` (with its contents or metadata only) the controller made, counted in
+    /// the API server's audit log.
+    pub fn secret_reads(&self, name: &str) -> usize {
+        self.plane
+            .audit_events()
+            .iter()
+            .filter(|e| {
+                self.token.made(e)
+                    && e["verb"] == "get"
+                    && e["objectRef"]["resource"] == "secrets"
+                    && e["objectRef"]["namespace"] == self.namespace.as_str()
+                    && e["objectRef"]["name"] == name
+            })
+            .count()
     }
 
     /// Status writes (`patch` of `boxtables/status`) the controller made to `name`, counted in

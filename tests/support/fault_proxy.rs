@@ -5,7 +5,8 @@
 //! is sent). Rules, checked in the order they were added, answer matching requests with an error
 //! status, hold them for a while (then forward them or answer an error), cut watch streams, or
 //! only count them; each rule has its own hit counter, and the proxy counts every request it
-//! received. `drop_watches` ends every open watch.
+//! received and keeps a log of them (method, path, query and `Accept` header, so a test can tell
+//! a metadata-only list or watch from one of full objects). `drop_watches` ends every open watch.
 //!
 //! Not declared in `support/mod.rs` (most tests do not need it); include it with
 //! `#[path = "support/fault_proxy.rs"] mod fault_proxy;`.
@@ -170,8 +171,34 @@ impl Installed {
     }
 }
 
+/// One request as the proxy received it.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    /// `GET`, `PATCH`, ...
+    pub method: String,
+    /// The path, without the query.
+    pub path: String,
+    /// The query string (empty when there is none).
+    pub query: String,
+    /// The `Accept` header (empty when there is none).
+    pub accept: String,
+}
+
+impl Seen {
+    /// Whether this is a watch request.
+    pub fn is_watch(&self) -> bool {
+        is_watch(Some(&self.query))
+    }
+
+    /// Whether the client asked for metadata only (`PartialObjectMetadata` or its list).
+    pub fn metadata_only(&self) -> bool {
+        self.accept.contains("as=PartialObjectMetadata")
+    }
+}
+
 struct Inner {
     upstream: kube::Client,
+    log: Mutex<Vec<Seen>>,
     rules: Mutex<Vec<Installed>>,
     /// Bumped by `drop_watches`; every open watch body ends when it changes.
     generation: watch::Sender<u64>,
@@ -193,6 +220,7 @@ impl FaultProxy {
         let addr = listener.local_addr().unwrap();
         let inner = Arc::new(Inner {
             upstream,
+            log: Mutex::new(Vec::new()),
             rules: Mutex::new(Vec::new()),
             generation: watch::channel(0).0,
             forwarded: AtomicU64::new(0),
@@ -267,6 +295,11 @@ impl FaultProxy {
     pub fn received(&self) -> u64 {
         self.inner.received.load(Ordering::SeqCst)
     }
+
+    /// Every request received so far, in order.
+    pub fn requests(&self) -> Vec<Seen> {
+        self.inner.log.lock().unwrap().clone()
+    }
 }
 
 impl Drop for FaultProxy {
@@ -324,6 +357,17 @@ async fn handle(State(inner): State<Arc<Inner>>, request: Request) -> Response {
     // counted and then dropped watches never leaves it running.
     let generation = inner.generation.subscribe();
     inner.received.fetch_add(1, Ordering::SeqCst);
+    inner.log.lock().unwrap().push(Seen {
+        method: method.to_string(),
+        path: path.clone(),
+        query: request.uri().query().unwrap_or_default().to_owned(),
+        accept: request
+            .headers()
+            .get(header::ACCEPT)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned(),
+    });
     let action = inner
         .rules
         .lock()
