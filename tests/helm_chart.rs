@@ -649,6 +649,57 @@ fn watched_namespaces_get_roles_there_and_nothing_cluster_wide() {
 }
 
 #[test]
+fn watching_shop_and_billing_renders_the_objects_of_the_namespaced_install_example() {
+    let kubectl = kubectl_for_kustomize();
+    let out = Command::new(&kubectl)
+        .args(["kustomize", "examples/namespaced-install"])
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "kubectl kustomize examples/namespaced-install: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let example = objects(&String::from_utf8(out.stdout).unwrap());
+    for major in ["v3", "v4"] {
+        let chart = template(
+            major,
+            &["--set-json", r#"watchNamespaces=["shop","billing"]"#],
+        );
+        let mut found = compare(&example, &chart);
+        found.sort();
+        let mut named = named_differences();
+        named.sort();
+        assert_eq!(
+            found, named,
+            "helm {major} with watchNamespaces differs from examples/namespaced-install"
+        );
+    }
+}
+
+#[test]
+fn a_secret_label_selector_reaches_the_operator_flag() {
+    for major in ["v3", "v4"] {
+        let flags = |values: &[&str]| -> Vec<String> {
+            args(&container(&template(major, values), "boxtable-operator"))
+                .into_iter()
+                .filter(|a| a.starts_with("--secret-label-selector"))
+                .collect()
+        };
+        assert!(flags(&[]).is_empty(), "helm {major}: a selector by default");
+        assert_eq!(
+            flags(&[
+                "--set-string",
+                "secrets.labelSelector=brighter.dev/connection=true"
+            ]),
+            ["--secret-label-selector=brighter.dev/connection=true"],
+            "helm {major}"
+        );
+    }
+}
+
+#[test]
 fn leader_election_is_on_exactly_when_more_than_one_replica_runs() {
     let cases: [(&[&str], i64, bool); 4] = [
         (&[], 2, true),
