@@ -105,7 +105,8 @@ pub async fn open(target: &Target<'_>) -> Result<Session, ConvergeError> {
         .map_err(ConvergeError::Connect)
 }
 
-/// Brings the table to its target version (see [`migrate::run`]), then compares the table with
+/// Brings the table to its target version (see [`migrate::run`]; `gate` as in
+/// [`migrate::runner::run_gated`]), then compares the table with
 /// the shape of the version it is at ([`Outcome::drift`]; a failed read is logged and leaves it
 /// unchecked).
 ///
@@ -115,14 +116,24 @@ pub async fn open(target: &Target<'_>) -> Result<Session, ConvergeError> {
 /// # Cancel safety
 /// Cancelling `cancel` abandons a lock wait or cancels the running statement, rolls back and
 /// releases the lock.
-pub async fn migrate(
+pub async fn migrate<G, F>(
     target: &Target<'_>,
     plan: &Plan,
     cancel: &CancellationToken,
     on_waiting: impl FnOnce(Option<Holder>) + Send,
-) -> Result<Outcome, ConvergeError> {
+    gate: G,
+) -> Result<Outcome, ConvergeError>
+where
+    G: FnOnce() -> F + Send,
+    F: std::future::Future<Output = Result<(), migrate::runner::Withdrawal>> + Send,
+{
     let mut session = open(target).await?;
-    let mut outcome = migrate_on(&mut session, plan, cancel, on_waiting).await?;
+    let mut outcome = migrate::runner::run_gated(&mut session, plan, cancel, on_waiting, gate)
+        .await
+        .map_err(|source| ConvergeError::Run {
+            operation: "migration",
+            source,
+        })?;
     outcome.drift = match migrate::inspect::drift(session.client(), plan, outcome.to_version).await
     {
         Ok(report) => report,

@@ -12,6 +12,7 @@ use std::time::Duration;
 use boxtable_operator::crd::{BoxTable, FINALIZER, LockState};
 use controller_support::fault_proxy::Rule;
 use controller_support::*;
+use kube::ResourceExt;
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
@@ -574,4 +575,60 @@ async fn a_drop_that_times_out_on_the_lock_names_the_holder_in_its_conditions_an
     h.wait_gone("orders").await;
     assert_eq!(metric(&h, "boxtable_drops_total{result=\"dropped\"}"), 1.0);
     assert!(!h.table_exists("public.outbox").await);
+}
+
+#[tokio::test]
+async fn a_run_waiting_for_the_lock_creates_nothing_once_its_boxtable_went_without_the_operator() {
+    let h = Harness::start().await;
+    let holder = h.hold_lock("orders-api", "public", "outbox").await;
+    h.apply(boxtable("orders").drop_policy()).await;
+    // The pass has put the finalizer on and waits for the table's lock.
+    wait_until("the run's session waiting for the lock", || async {
+        h.operator_sessions().await == 1
+    })
+    .await;
+    assert!(
+        h.get("orders")
+            .await
+            .finalizers()
+            .contains(&FINALIZER.to_owned())
+    );
+    // Someone strips the finalizer by hand and deletes the BoxTable: it goes at once, and the
+    // operator never sees a deletion to clean up after.
+    h.boxtables()
+        .patch(
+            "orders",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .unwrap();
+    h.delete("orders").await;
+    h.wait_gone("orders").await;
+
+    holder.release().await;
+    wait_until("the run's session gone", || async {
+        h.operator_sessions().await == 0
+    })
+    .await;
+    assert!(
+        !h.table_exists("public.outbox").await,
+        "a table was created for a BoxTable that no longer exists, and nothing would ever drop it"
+    );
+    assert!(
+        h.logs().contains("the BoxTable is gone"),
+        "the run did not say why it changed nothing"
+    );
+    let locks: i64 = h
+        .sql()
+        .await
+        .query_one(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' \
+             AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(locks, 0, "an advisory lock was left held");
 }

@@ -92,6 +92,15 @@ pub enum ReconcileError {
     /// Releasing the Secret after a deletion failed; the next pass tries again.
     #[error("releasing the connection secret failed")]
     ReleaseSecret(#[source] super::secret_guard::GuardError),
+    /// Re-reading the BoxTable under the table's lock failed, so nothing was changed; the next
+    /// pass tries again.
+    #[error("re-reading the BoxTable before changing {table} failed: {why}")]
+    Recheck {
+        /// The table.
+        table: String,
+        /// What failed.
+        why: String,
+    },
 }
 
 /// Reconciles one BoxTable: `apply` while it lives (the finalizer added first), `cleanup` once it
@@ -348,7 +357,10 @@ async fn migrate(
 ) -> Result<Action, ReconcileError> {
     let ctx = pass.ctx;
     let (on_waiting, contention) = super::pass::contention();
-    let run = converge::migrate(target, plan, &ctx.shutdown, on_waiting);
+    let (api, bt) = (pass.api, pass.bt);
+    let run = converge::migrate(target, plan, &ctx.shutdown, on_waiting, move || {
+        still_wanted(api, bt)
+    });
     let result = pass.run_reporting_waits(plan, contention, run).await;
     let observed = match result {
         Ok(outcome) => {
@@ -384,6 +396,23 @@ async fn migrate(
             }
             Observed::Succeeded(outcome)
         }
+        Err(converge::ConvergeError::Run {
+            source:
+                crate::migrate::RunError::Withdrawn {
+                    table,
+                    why,
+                    transient,
+                },
+            ..
+        }) => {
+            // Rolled back and unlocked before anything changed; no status for an object that is
+            // gone or going.
+            if transient {
+                return Err(ReconcileError::Recheck { table, why });
+            }
+            tracing::info!(table = %table, why = %why, "nothing changed: the BoxTable no longer wants its table changed by this pass");
+            return Ok(Action::requeue(Duration::from_secs(1)));
+        }
         Err(error) => {
             match error.reason() {
                 Reason::Cancelled => {
@@ -404,6 +433,40 @@ async fn migrate(
         }
     };
     pass.finish(Some(plan), observed).await
+}
+
+/// The gate of every migration (see [`crate::migrate::runner::run_gated`]), asked with the table's
+/// lock held and before any change: the BoxTable as the API server has it now (a quorum read, not
+/// the cache) must be the same object, not being deleted, and, with `deletionPolicy: Drop`, carry
+/// the finalizer. Then its deletion cannot finish before this run releases the lock (the drop
+/// waits for it), so a table is never created or changed for a BoxTable whose deletion has
+/// already passed, however stale the cache that started the pass.
+async fn still_wanted(
+    api: &Api<BoxTable>,
+    bt: &BoxTable,
+) -> Result<(), crate::migrate::runner::Withdrawal> {
+    use crate::migrate::runner::Withdrawal;
+    let stands = |why: &str| Withdrawal {
+        why: why.to_owned(),
+        transient: false,
+    };
+    match api.get_opt(&bt.name_any()).await {
+        Ok(None) => Err(stands("the BoxTable is gone")),
+        Ok(Some(live)) if live.uid() != bt.uid() => Err(stands(
+            "the BoxTable was replaced by a new object of the same name",
+        )),
+        Ok(Some(live)) if live.metadata.deletion_timestamp.is_some() => {
+            Err(stands("the BoxTable is being deleted"))
+        }
+        Ok(Some(live)) if finalizer::needed(&live) && !finalizer::has(&live) => Err(stands(
+            "the Drop BoxTable does not carry its finalizer yet (the next pass adds it)",
+        )),
+        Ok(Some(_)) => Ok(()),
+        Err(error) => Err(Withdrawal {
+            why: chain(&error),
+            transient: true,
+        }),
+    }
 }
 
 /// The migration steps a run applied, as `boxtable_migrations_applied_total` counts them: a fresh

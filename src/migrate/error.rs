@@ -196,6 +196,17 @@ pub enum RunError {
         /// The table.
         table: String,
     },
+    /// The caller's gate withdrew the run under the lock, before anything changed (see
+    /// [`super::runner::run_gated`]).
+    #[error("migration of {table} was withdrawn before any change: {why}")]
+    Withdrawn {
+        /// The table.
+        table: String,
+        /// What the gate found.
+        why: String,
+        /// Whether a later pass may find otherwise.
+        transient: bool,
+    },
 }
 
 impl From<LockError> for RunError {
@@ -221,6 +232,7 @@ impl RunError {
             RunError::ReadOnlyDatabase { .. } => Reason::ReadOnlyDatabase,
             RunError::UnsupportedPostgres { .. } => Reason::UnsupportedPostgres,
             RunError::Cancelled { .. } => Reason::Cancelled,
+            RunError::Withdrawn { .. } => Reason::Deleting,
             RunError::NotOwner { .. } => Reason::TableConflict,
             RunError::SessionLost { .. } => Reason::ConnectionFailed,
             RunError::Lock(lock) => match lock.as_ref() {

@@ -50,6 +50,43 @@ pub async fn run(
     cancel: &CancellationToken,
     on_waiting: impl FnOnce(Option<Holder>) + Send,
 ) -> Result<Outcome, RunError> {
+    run_gated(session, plan, cancel, on_waiting, || async { Ok(()) }).await
+}
+
+/// Why a [`run_gated`] gate withdrew the run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Withdrawal {
+    /// What the gate found, for logs.
+    pub why: String,
+    /// Whether asking again later may give another answer (a failed read), as opposed to an
+    /// answer that stands (the owner is gone).
+    pub transient: bool,
+}
+
+/// As [`run`], with `gate` asked once the lock is held and the transaction open, before any
+/// statement changes anything; a gate that withdraws rolls back, unlocks and returns
+/// [`RunError::Withdrawn`]. The gate is skipped when the table is up to date without the lock.
+///
+/// The controller's gate re-reads the BoxTable from the API server: a table is created or
+/// changed only for a BoxTable that still exists, is not being deleted and, with
+/// `deletionPolicy: Drop`, carries the finalizer that makes its deletion wait for this lock.
+///
+/// # Errors
+/// As [`run`], and [`RunError::Withdrawn`].
+///
+/// # Cancel safety
+/// As [`run`].
+pub async fn run_gated<G, F>(
+    session: &mut Session,
+    plan: &Plan,
+    cancel: &CancellationToken,
+    on_waiting: impl FnOnce(Option<Holder>) + Send,
+    gate: G,
+) -> Result<Outcome, RunError>
+where
+    G: FnOnce() -> F + Send,
+    F: Future<Output = Result<(), Withdrawal>> + Send,
+{
     let started = jiff::Timestamp::now();
     let clock = std::time::Instant::now();
     let target = detect::target_version(plan)?;
@@ -111,13 +148,16 @@ pub async fn run(
         value: decision,
         lock_lost_after_commit,
         blocked,
-    } = locked(
-        session,
-        plan,
-        &identity,
-        cancel,
-        migrate(client, plan, target),
-    )
+    } = locked(session, plan, &identity, cancel, async {
+        if let Err(withdrawal) = gate().await {
+            return Err(RunError::Withdrawn {
+                table: plan.table.to_string(),
+                why: withdrawal.why,
+                transient: withdrawal.transient,
+            });
+        }
+        migrate(client, plan, target).await
+    })
     .instrument(tracing::info_span!("migration", table = %plan.table, target_version = target))
     .await?;
     Ok(Outcome {
