@@ -192,16 +192,7 @@ async fn after_an_etcd_compaction_expires_the_watch_the_operator_relists_and_con
     cluster.secret(ns, "db").await;
     let _operator = cluster.operator(ns, "e2e-compaction");
     cluster.apply(boxtable(ns, "first", "first_outbox")).await;
-    cluster
-        .kubectl_ok(&[
-            "-n",
-            ns,
-            "wait",
-            "--for=condition=Ready",
-            "boxtable/first",
-            "--timeout=120s",
-        ])
-        .await;
+    cluster.wait_ready(ns, "first").await;
     let lists_before = list_calls(plane, &token);
 
     // Move etcd's revision well past the operator's watch position, compact it away, and restart

@@ -14,8 +14,7 @@ use std::time::Duration;
 
 use boxtable_operator::ident::QualifiedName;
 use boxtable_operator::lock::LockIdentity;
-use e2e_support::{Cluster, Operator, connect};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use e2e_support::{Cluster, connect, scrape};
 
 const WAIT: Duration = Duration::from_secs(120);
 
@@ -24,28 +23,6 @@ fn boxtable(ns: &str, name: &str, table: &str, secret: &str) -> String {
         "---\napiVersion: brighter.dev/v1alpha1\nkind: BoxTable\nmetadata:\n  name: {name}\n  namespace: {ns}\n\
          spec:\n  box: Outbox\n  table: {table}\n  database:\n    secretRef:\n      name: {secret}\n"
     )
-}
-
-/// The address the operator logged for its metrics server (it was started on port 0).
-async fn metrics_address(cluster: &Cluster, operator: &Operator) -> SocketAddr {
-    cluster
-        .eventually("the metrics address in the log", WAIT, || async {
-            operator.logs().lines().find_map(|line| {
-                let (_, rest) = line.split_once("address=")?;
-                rest.split_whitespace().next()?.parse().ok()
-            })
-        })
-        .await
-}
-
-/// `GET /metrics`, the body.
-async fn scrape(addr: SocketAddr) -> String {
-    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let request = format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut raw = String::new();
-    stream.read_to_string(&mut raw).await.unwrap();
-    raw.split_once("\r\n\r\n").unwrap().1.to_owned()
 }
 
 /// The value of exactly `series` (name and labels) in a scrape.
@@ -81,7 +58,7 @@ async fn a_running_operator_exports_every_metric_the_dashboard_and_the_alerts_re
     let ns = "monitoring";
     cluster.secret(ns, "db").await;
     let operator = cluster.operator(ns, "e2e-monitoring");
-    let addr = metrics_address(&cluster, &operator).await;
+    let addr = operator.metrics_address(&cluster).await;
 
     // One table migrated, one BoxTable stalled on a missing Secret.
     cluster
@@ -97,16 +74,7 @@ async fn a_running_operator_exports_every_metric_the_dashboard_and_the_alerts_re
         1.0,
     )
     .await;
-    cluster
-        .kubectl_ok(&[
-            "-n",
-            ns,
-            "wait",
-            "--for=condition=Ready",
-            "boxtable/orders",
-            "--timeout=120s",
-        ])
-        .await;
+    cluster.wait_ready(ns, "orders").await;
     let body = cluster
         .eventually("one ready BoxTable in boxtable_objects", WAIT, || async {
             let body = scrape(addr).await;
@@ -202,7 +170,7 @@ async fn lock_held_reads_1_while_a_migration_holds_the_lock_and_a_session_blocke
         .await
         .unwrap();
     let operator = cluster.operator(ns, "e2e-monitoring-lock");
-    let addr = metrics_address(&cluster, &operator).await;
+    let addr = operator.metrics_address(&cluster).await;
     cluster.apply(boxtable(ns, "held", "held", "db")).await;
     cluster.wait_for_alter_blocked_on_lock(ns, WAIT).await;
     wait_for_sample(&cluster, addr, "boxtable_lock_held", 1.0).await;
@@ -256,14 +224,5 @@ async fn lock_held_reads_1_while_a_migration_holds_the_lock_and_a_session_blocke
         .await
         .unwrap();
     drop(waiter);
-    cluster
-        .kubectl_ok(&[
-            "-n",
-            ns,
-            "wait",
-            "--for=condition=Ready",
-            "boxtable/held",
-            "--timeout=120s",
-        ])
-        .await;
+    cluster.wait_ready(ns, "held").await;
 }

@@ -5,11 +5,9 @@
 
 mod e2e_support;
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
-use e2e_support::{Cluster, Operator};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use e2e_support::{Cluster, scrape};
 
 const WAIT: Duration = Duration::from_secs(120);
 
@@ -18,28 +16,6 @@ fn boxtable(ns: &str, name: &str, table: &str) -> String {
         "---\napiVersion: brighter.dev/v1alpha1\nkind: BoxTable\nmetadata:\n  name: {name}\n  namespace: {ns}\n\
          spec:\n  box: Outbox\n  table: {table}\n  deletionPolicy: Drop\n  database:\n    secretRef:\n      name: db\n"
     )
-}
-
-/// The address the operator logged for its metrics server (it was started on port 0).
-async fn metrics_address(cluster: &Cluster, operator: &Operator) -> SocketAddr {
-    cluster
-        .eventually("the metrics address in the log", WAIT, || async {
-            operator.logs().lines().find_map(|line| {
-                let (_, rest) = line.split_once("address=")?;
-                rest.split_whitespace().next()?.parse().ok()
-            })
-        })
-        .await
-}
-
-/// `GET /metrics`, the body.
-async fn scrape(addr: SocketAddr) -> String {
-    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let request = format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut raw = String::new();
-    stream.read_to_string(&mut raw).await.unwrap();
-    raw.split_once("\r\n\r\n").unwrap().1.to_owned()
 }
 
 /// The value of `series` in `body`; `None` when the series is not there.
@@ -55,7 +31,7 @@ async fn the_binary_logs_its_metrics_port_and_each_migration_in_plain_text_and_c
     let ns = "telemetry";
     cluster.secret(ns, "db").await;
     let operator = cluster.operator(ns, "e2e-telemetry");
-    let addr = metrics_address(&cluster, &operator).await;
+    let addr = operator.metrics_address(&cluster).await;
     assert_ne!(
         addr.port(),
         0,
@@ -63,16 +39,7 @@ async fn the_binary_logs_its_metrics_port_and_each_migration_in_plain_text_and_c
     );
 
     cluster.apply(boxtable(ns, "orders", "orders_outbox")).await;
-    cluster
-        .kubectl_ok(&[
-            "-n",
-            ns,
-            "wait",
-            "--for=condition=Ready",
-            "boxtable/orders",
-            "--timeout=120s",
-        ])
-        .await;
+    cluster.wait_ready(ns, "orders").await;
     let migrated = cluster
         .eventually("the migration's info line", WAIT, || async {
             operator

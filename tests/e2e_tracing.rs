@@ -127,16 +127,7 @@ async fn each_pass_is_one_trace_with_the_secret_read_the_lock_wait_and_the_migra
     cluster
         .apply(boxtable(ns, "refused", "refused_outbox", "wrong"))
         .await;
-    cluster
-        .kubectl_ok(&[
-            "-n",
-            ns,
-            "wait",
-            "--for=condition=Ready",
-            "boxtable/orders",
-            "--timeout=120s",
-        ])
-        .await;
+    cluster.wait_ready(ns, "orders").await;
 
     // The pass that migrated: a root span with its three children.
     let (pass, children) = cluster

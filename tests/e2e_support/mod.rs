@@ -274,6 +274,20 @@ impl Cluster {
     }
 
     /// Polls `check` until it returns `Some`, failing after `timeout` with `what`.
+    /// `kubectl wait` until `boxtable/<name>` in `ns` is Ready (at most 120 s).
+    pub async fn wait_ready(&self, ns: &str, name: &str) {
+        let object = format!("boxtable/{name}");
+        self.kubectl_ok(&[
+            "-n",
+            ns,
+            "wait",
+            "--for=condition=Ready",
+            &object,
+            "--timeout=120s",
+        ])
+        .await;
+    }
+
     pub async fn eventually<T, F, Fut>(&self, what: &str, timeout: Duration, mut check: F) -> T
     where
         F: FnMut() -> Fut,
@@ -340,6 +354,33 @@ impl Operator {
     pub fn log_path(&self) -> &Path {
         &self.log
     }
+
+    /// The address the operator logged for its metrics server (started on port 0).
+    pub async fn metrics_address(&self, cluster: &Cluster) -> std::net::SocketAddr {
+        cluster
+            .eventually(
+                "the metrics address in the log",
+                Duration::from_secs(120),
+                || async {
+                    self.logs().lines().find_map(|line| {
+                        let (_, rest) = line.split_once("address=")?;
+                        rest.split_whitespace().next()?.parse().ok()
+                    })
+                },
+            )
+            .await
+    }
+}
+
+/// `GET /metrics` from `addr`: the body.
+pub async fn scrape(addr: std::net::SocketAddr) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let request = format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut raw = String::new();
+    stream.read_to_string(&mut raw).await.unwrap();
+    raw.split_once("\r\n\r\n").unwrap().1.to_owned()
 }
 
 impl Drop for Operator {
