@@ -57,12 +57,15 @@ cp_build_readiness() {
   local dir
   dir="$(cp_cache_root)/readiness/$(cp_hash "$CP_READINESS_DIR/go.mod" "$CP_READINESS_DIR/go.sum" \
     "$CP_READINESS_DIR/main.go")"
-  if [ ! -x "$dir/readiness" ]; then
-    mkdir -p "$dir"
+  mkdir -p "$dir"
+  # One build at a time: two test runs starting together must not write the same .tmp file.
+  (
+    flock 9
+    [ ! -x "$dir/readiness" ] || exit 0
     (cd "$CP_READINESS_DIR" && GOFLAGS="-mod=readonly -trimpath" GOTOOLCHAIN=local \
-      go build -o "$dir/readiness.tmp" .) || { cp_log "building tools/readiness failed"; return 1; }
+      go build -o "$dir/readiness.tmp" .) || { cp_log "building tools/readiness failed"; exit 1; }
     mv "$dir/readiness.tmp" "$dir/readiness"
-  fi
+  ) 9>"$dir.lock" || return 1
   export CONTROL_PLANE_READINESS="$dir/readiness"
 }
 
@@ -83,6 +86,23 @@ cp_build() {
     cp_build_readiness
     return
   fi
+  mkdir -p "$(dirname "$CONTROL_PLANE_BIN")"
+  # One build at a time (two runs starting together would write the same .tmp directory); a run
+  # that waited finds the binaries the other one built.
+  (
+    flock 9
+    missing=0
+    for tool in etcd kube-apiserver kube-controller-manager kubectl; do
+      [ -x "$CONTROL_PLANE_BIN/$tool" ] || missing=1
+    done
+    [ "$missing" -eq 0 ] || cp_build_locked
+  ) 9>"$CONTROL_PLANE_BIN.lock" || return 1
+  export CONTROL_PLANE_BIN
+  cp_build_readiness
+}
+
+# The build itself; called by cp_build with its lock held.
+cp_build_locked() {
   local started major minor ldflags staging
   started=$(date +%s)
   cp_log "building Kubernetes $CP_RELEASE (kube-apiserver, kube-controller-manager, kubectl) and etcd"
@@ -107,8 +127,6 @@ cp_build() {
   rm -rf "$CONTROL_PLANE_BIN"
   mv "$CONTROL_PLANE_BIN.tmp" "$CONTROL_PLANE_BIN"
   cp_log "built in $(( $(date +%s) - started ))s"
-  export CONTROL_PLANE_BIN
-  cp_build_readiness
 }
 
 # Certificates: one CA signs the API server's serving certificate and the client certificates.

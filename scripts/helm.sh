@@ -39,26 +39,31 @@ helm_build_one() {
     return 1
   fi
   dir=$(helm_cache_dir "$major")
-  if [ ! -x "$dir/helm" ]; then
-    if ! command -v go >/dev/null 2>&1; then
-      helm_log "Go is not installed; Helm is built from its Go module. Install Go 1.26 or newer"
-      helm_log "(for example 'apt-get install golang-go' or the Go distribution) and run scripts/test.sh again"
-      return 1
+  mkdir -p "$dir"
+  # One build at a time: two runs starting together must not write the same .tmp file.
+  (
+    flock 9
+    if [ ! -x "$dir/helm" ]; then
+      if ! command -v go >/dev/null 2>&1; then
+        helm_log "Go is not installed; Helm is built from its Go module. Install Go 1.26 or newer"
+        helm_log "(for example 'apt-get install golang-go' or the Go distribution) and run scripts/test.sh again"
+        exit 1
+      fi
+      started=$(date +%s)
+      helm_log "building Helm $release into $dir (the first build takes a few minutes)"
+      mkdir -p "$dir"
+      # The version `helm version` reports; a plain `go build` would report only the minor.
+      if ! (cd "$HELM_MODULES_DIR/helm-$major" && GOFLAGS="-mod=readonly -trimpath" GOTOOLCHAIN=local \
+            go build -ldflags "-s -w -X helm.sh/helm/$major/internal/version.version=$release" \
+            -o "$dir/helm.tmp" "helm.sh/helm/$major/cmd/helm"); then
+        rm -f "$dir/helm.tmp"
+        helm_log "building Helm $release failed (see the go output above)"
+        exit 1
+      fi
+      mv "$dir/helm.tmp" "$dir/helm"
+      helm_log "built Helm $release in $(( $(date +%s) - started ))s"
     fi
-    started=$(date +%s)
-    helm_log "building Helm $release into $dir (the first build takes a few minutes)"
-    mkdir -p "$dir"
-    # The version `helm version` reports; a plain `go build` would report only the minor.
-    if ! (cd "$HELM_MODULES_DIR/helm-$major" && GOFLAGS="-mod=readonly -trimpath" GOTOOLCHAIN=local \
-          go build -ldflags "-s -w -X helm.sh/helm/$major/internal/version.version=$release" \
-          -o "$dir/helm.tmp" "helm.sh/helm/$major/cmd/helm"); then
-      rm -f "$dir/helm.tmp"
-      helm_log "building Helm $release failed (see the go output above)"
-      return 1
-    fi
-    mv "$dir/helm.tmp" "$dir/helm"
-    helm_log "built Helm $release in $(( $(date +%s) - started ))s"
-  fi
+  ) 9>"$dir.lock" || return 1
   echo "$dir/helm"
 }
 
