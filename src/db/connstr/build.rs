@@ -1,15 +1,37 @@
-//! Turning parsed entries into [`ConnectionSettings`]: value checks per key and the rules across
-//! keys (a host and a user are required, one port or one per host, no trust with verification).
+//! Turning a string into [`ConnectionSettings`]: the form is detected, its parser yields entries,
+//! and the entries are checked per key and across keys (a host and a user are required, one port
+//! or one per host, no trust with verification).
 
 use std::net::IpAddr;
 use std::time::Duration;
 
 use super::entry::{Entry, Key};
 use super::settings::DEFAULT_PORT;
-use super::{ConnStrError, ConnectionSettings, Password, TargetSession, TlsMode};
+use super::{
+    ConnStrError, ConnectionSettings, Form, Password, TargetSession, TlsMode, form, keyword,
+    npgsql, url,
+};
+
+impl ConnectionSettings {
+    /// Parses a URL, libpq keyword or Npgsql connection string (the form is detected).
+    ///
+    /// # Errors
+    /// [`ConnStrError`] naming the position or key that is wrong, never the text.
+    pub fn parse(input: &str) -> Result<Self, ConnStrError> {
+        if input.trim().is_empty() {
+            return Err(ConnStrError::Empty);
+        }
+        let entries = match form::detect(input) {
+            Form::Url => url::parse(input)?,
+            Form::Keyword => keyword::parse(input)?,
+            Form::Npgsql => npgsql::parse(input)?,
+        };
+        build(entries)
+    }
+}
 
 /// Validates the entries of any form (later entries override earlier ones) into settings.
-pub(super) fn build(entries: Vec<Entry>) -> Result<ConnectionSettings, ConnStrError> {
+fn build(entries: Vec<Entry>) -> Result<ConnectionSettings, ConnStrError> {
     let mut s = ConnectionSettings {
         hosts: Vec::new(),
         hostaddrs: Vec::new(),

@@ -12,10 +12,11 @@
 //! Errors and logs name positions (byte offsets) and canonical key names, never text taken from
 //! the string, because a malformed string may hold a password anywhere.
 //!
-//! How a string flows through the files here: [`form`] detects which of the three forms it is;
-//! [`url`], [`keyword`] or [`npgsql`] turn it into [`entry::Entry`] values; [`build`] validates
-//! those into [`settings::ConnectionSettings`]. [`modes`] holds the TLS and target-session
-//! choices, [`password`] the redacting secret, [`error`] the error type.
+//! How a string flows through the files here: [`build`] holds `ConnectionSettings::parse`, which
+//! asks [`form`] which of the three forms it is, lets [`url`], [`keyword`] or [`npgsql`] turn it
+//! into [`entry::Entry`] values and validates those into [`settings::ConnectionSettings`] (which
+//! knows nothing of parsing). [`modes`] holds the TLS and target-session choices, [`password`]
+//! the redacting secret, [`error`] the error type.
 
 mod build;
 mod entry;

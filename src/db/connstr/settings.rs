@@ -5,9 +5,7 @@ use std::fmt;
 use std::net::IpAddr;
 use std::time::Duration;
 
-use super::{
-    ConnStrError, Form, Password, TargetSession, TlsMode, build, form, keyword, npgsql, url,
-};
+use super::{Password, TargetSession, TlsMode};
 
 /// The port used when a string names none.
 pub(super) const DEFAULT_PORT: u16 = 5432;
@@ -31,22 +29,6 @@ pub struct ConnectionSettings {
 }
 
 impl ConnectionSettings {
-    /// Parses a URL, libpq keyword or Npgsql connection string (the form is detected).
-    ///
-    /// # Errors
-    /// [`ConnStrError`] naming the position or key that is wrong, never the text.
-    pub fn parse(input: &str) -> Result<Self, ConnStrError> {
-        if input.trim().is_empty() {
-            return Err(ConnStrError::Empty);
-        }
-        let entries = match form::detect(input) {
-            Form::Url => url::parse(input)?,
-            Form::Keyword => keyword::parse(input)?,
-            Form::Npgsql => npgsql::parse(input)?,
-        };
-        build::build(entries)
-    }
-
     /// Host names, IP addresses or Unix socket directories, in order.
     pub fn hosts(&self) -> &[String] {
         &self.hosts
