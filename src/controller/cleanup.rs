@@ -11,9 +11,9 @@ use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::controller::Action;
 
+use super::context::{Context, ReconcileError, application_name, owner_of, read_secret, target};
 use super::events::{self, Transition};
 use super::pass::Pass;
-use super::reconcile::{Context, ReconcileError, application_name, owner_of, read_secret, target};
 use super::schedule::Trigger;
 use crate::crd::{BoxTable, CONFIRM_DROP_ANNOTATION, DeletionPolicy, LockState};
 use crate::migrate::ownership::Origin;

@@ -7,6 +7,7 @@
 pub mod backoff;
 mod cleanup;
 pub mod conflicts;
+mod context;
 pub mod events;
 mod finalizer;
 pub mod leader;
@@ -32,10 +33,7 @@ use tokio_util::sync::CancellationToken;
 use crate::crd::BoxTable;
 use crate::telemetry::{Metrics, Readiness};
 
-pub use reconcile::{Context, ReconcileError};
-
-/// The name of the leader-election Lease and the events' reporting controller.
-pub const CONTROLLER_NAME: &str = "boxtable-operator";
+pub use context::{CONTROLLER_NAME, Context, ReconcileError};
 
 /// How often readiness asks whether the BoxTable cache has synced.
 const READINESS_POLL: Duration = Duration::from_millis(250);

@@ -9,8 +9,8 @@ use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 
+use super::context::{Context, ReconcileError};
 use super::events;
-use super::reconcile::{Context, ReconcileError};
 use crate::crd::{BoxTable, BoxTableStatus, FIELD_MANAGER, RECONCILE_REQUESTED_ANNOTATION};
 use crate::lock::Holder;
 use crate::migrate::Plan;

@@ -1,5 +1,6 @@
 //! Reconciling one BoxTable: finalizer glue around `apply` (converge the table against its
-//! database) and `cleanup` (in `cleanup.rs`); the status each pass writes is handled in `pass.rs`.
+//! database) and `cleanup` (in `cleanup.rs`); the status each pass writes is handled in `pass.rs`,
+//! what passes share in `context.rs`.
 //!
 //! Only a `deletionPolicy: Drop` BoxTable carries the finalizer: it is added before the first
 //! pass changes anything (and when the policy becomes Drop), and removed when the policy becomes
@@ -8,100 +9,26 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::controller::Action;
-use kube::runtime::events::Recorder;
-use kube::runtime::reflector::Store;
-use kube::{Client, ResourceExt};
-use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use super::backoff::Backoff;
 use super::cleanup::{Cleanup, cleanup};
 use super::conflicts;
+use super::context::{Context, ReconcileError, application_name, owner_of, read_secret, target};
 use super::events;
 use super::finalizer;
 use super::pass::Pass;
-use super::schedule::{Schedule, Trigger};
-use super::secrets::{self, DatabaseSecret, SecretError};
+use super::schedule::Trigger;
+use super::secrets::{DatabaseSecret, SecretError};
 use crate::converge::{self, Target};
-use crate::crd::{BoxTable, FINALIZER};
-use crate::migrate::ownership::Owner;
+use crate::crd::BoxTable;
 use crate::migrate::{BoxKind, Plan, RunPath};
 use crate::reason::Reason;
 use crate::report::chain;
 use crate::status::Observed;
-use crate::telemetry::{BoxLabel, LockOutcome, Metrics, ReconcileResult};
-
-/// What every reconcile pass shares.
-pub struct Context {
-    /// The Kubernetes client.
-    pub client: Client,
-    /// The controller's cache of BoxTables (for Secret mapping and conflicts).
-    pub store: Store<BoxTable>,
-    /// Publishes events.
-    pub recorder: Recorder,
-    /// Prometheus metrics.
-    pub metrics: Arc<Metrics>,
-    /// Per-object retry timing.
-    pub backoff: Backoff,
-    /// When each object is next due (ignores triggers from our own status writes).
-    pub schedule: Arc<Schedule>,
-    /// Drift-check interval.
-    pub resync: Duration,
-    /// This replica's identity.
-    pub instance: String,
-    /// Fires on shutdown: waits are abandoned, migrations cancelled.
-    pub shutdown: CancellationToken,
-    /// Which Secrets carry which BoxTable's finalizer, from the Secret watch.
-    pub(crate) holds: Arc<super::secret_guard::Holds>,
-    /// Reads referenced Secrets (one GET per new resourceVersion).
-    pub secrets: Arc<secrets::SecretReader>,
-}
-
-/// Why a pass failed in a way that needs a retry with backoff (database-level failures are not
-/// errors here: they are written to status and retried on schedule).
-#[derive(Debug, thiserror::Error)]
-pub enum ReconcileError {
-    /// The object has no namespace (BoxTable is namespaced; this cannot come from a real server).
-    #[error("boxtable {name} has no namespace")]
-    NoNamespace {
-        /// The object name.
-        name: String,
-    },
-    /// Writing status failed.
-    #[error("writing status of {namespace}/{name} failed")]
-    WriteStatus {
-        /// Namespace.
-        namespace: String,
-        /// Name.
-        name: String,
-        /// The API error.
-        #[source]
-        source: kube::Error,
-    },
-    /// Reading the Secret failed at the API server (not a missing Secret).
-    #[error("reading the connection secret failed")]
-    ReadSecret(#[source] SecretError),
-    /// Adding the finalizer failed.
-    #[error("adding finalizer {FINALIZER} failed")]
-    AddFinalizer(#[source] kube::Error),
-    /// Removing the finalizer failed; the next pass tries again.
-    #[error("removing finalizer {FINALIZER} failed")]
-    RemoveFinalizer(#[source] kube::Error),
-    /// Releasing the Secret after a deletion failed; the next pass tries again.
-    #[error("releasing the connection secret failed")]
-    ReleaseSecret(#[source] super::secret_guard::GuardError),
-    /// Re-reading the BoxTable under the table's lock failed, so nothing was changed; the next
-    /// pass tries again.
-    #[error("re-reading the BoxTable before changing {table} failed: {why}")]
-    Recheck {
-        /// The table.
-        table: String,
-        /// What failed.
-        why: String,
-    },
-}
+use crate::telemetry::{BoxLabel, LockOutcome, ReconcileResult};
 
 /// Reconciles one BoxTable: `apply` while it lives (the finalizer added first), `cleanup` once it
 /// is being deleted, and the finalizer let go only when cleanup says the deletion is finished.
@@ -162,7 +89,7 @@ async fn pass(
             // The deletion is finished: let go of every Secret first (a failure keeps the
             // finalizer, so the release is retried), then of the object.
             Ok(Cleanup::Release) => {
-                match super::secret_guard::release_everywhere(&ctx, &bt).await {
+                match super::secret_guard::release_everywhere(&ctx.client, &bt).await {
                     Err(error) => Err(ReconcileError::ReleaseSecret(error)),
                     Ok(()) => match finalizer::remove(&api, &bt).await {
                         Ok(()) => {
@@ -184,13 +111,15 @@ async fn pass(
             },
             // Now Retain: let go of the Secrets first (nothing would release them once the
             // object can go without the operator), then of the object's finalizer.
-            (false, true) => match super::secret_guard::release_everywhere(&ctx, &bt).await {
-                Err(error) => Err(ReconcileError::ReleaseSecret(error)),
-                Ok(()) => match finalizer::remove(&api, &bt).await {
-                    Ok(()) => apply(&bt, &ctx, &api).await,
-                    Err(error) => Err(ReconcileError::RemoveFinalizer(error)),
-                },
-            },
+            (false, true) => {
+                match super::secret_guard::release_everywhere(&ctx.client, &bt).await {
+                    Err(error) => Err(ReconcileError::ReleaseSecret(error)),
+                    Ok(()) => match finalizer::remove(&api, &bt).await {
+                        Ok(()) => apply(&bt, &ctx, &api).await,
+                        Err(error) => Err(ReconcileError::RemoveFinalizer(error)),
+                    },
+                }
+            }
             _ => apply(&bt, &ctx, &api).await,
         }
     };
@@ -226,32 +155,6 @@ pub(super) fn secret_failure(error: &SecretError) -> Option<Observed> {
     })
 }
 
-pub(super) async fn read_secret(
-    bt: &BoxTable,
-    ctx: &Context,
-    namespace: &str,
-) -> Result<DatabaseSecret, SecretError> {
-    let secret_ref = &bt.spec.database.secret_ref;
-    // The span names the Secret, never what it holds.
-    let span = tracing::info_span!("read_secret", secret = %secret_ref.name);
-    ctx.secrets
-        .read(namespace, &secret_ref.name, &secret_ref.key)
-        .instrument(span)
-        .await
-}
-
-/// The BoxTable as the owner of its table (see [`crate::migrate::ownership`]).
-pub(super) fn owner_of(bt: &BoxTable, namespace: &str) -> Owner {
-    Owner {
-        uid: bt.uid().unwrap_or_default(),
-        boxtable: format!("{namespace}/{}", bt.name_any()),
-    }
-}
-
-pub(super) fn application_name(namespace: &str, name: &str) -> String {
-    format!("{}/{namespace}/{name}", super::CONTROLLER_NAME)
-}
-
 fn box_label(kind: BoxKind) -> BoxLabel {
     match kind {
         BoxKind::Outbox => BoxLabel::Outbox,
@@ -266,7 +169,7 @@ async fn apply(
 ) -> Result<Action, ReconcileError> {
     // A Secret that `secretRef` moved away from (or any, once Retain) is let go first, whatever
     // becomes of the spec and of the Secret referenced now.
-    if let Err(error) = super::secret_guard::release_stale(ctx, bt).await {
+    if let Err(error) = super::secret_guard::release_stale(&ctx.client, &ctx.holds, bt).await {
         tracing::warn!(error = %chain(&error), "letting go of a secret no longer needed failed");
     }
     let pass = Pass::new(bt, ctx, api);
@@ -297,7 +200,7 @@ async fn apply(
     }
     if super::secret_guard::out_of_date(bt, &secret)
         && let Err(error) = super::secret_guard::sync(
-            ctx,
+            &ctx.client,
             bt,
             bt.spec.deletion_policy == crate::crd::DeletionPolicy::Drop,
         )
@@ -479,14 +382,5 @@ pub fn steps_applied(outcome: &crate::migrate::Outcome) -> u64 {
         RunPath::Bootstrap | RunPath::Normal => {
             u64::from(outcome.to_version.saturating_sub(outcome.from_version))
         }
-    }
-}
-
-/// Where a BoxTable's table lives, from its Secret.
-pub(super) fn target<'a>(secret: &'a DatabaseSecret, application_name: &'a str) -> Target<'a> {
-    Target {
-        connection_string: &secret.connection_string,
-        ca_pem: secret.ca_pem.as_deref(),
-        application_name,
     }
 }

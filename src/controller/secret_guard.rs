@@ -19,10 +19,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 
 use k8s_openapi::api::core::v1::Secret;
-use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::{Client, ResourceExt};
 
-use super::reconcile::Context;
 use super::secrets::{DatabaseSecret, SecretMetadata};
 use crate::crd::{BoxTable, DeletionPolicy, SECRET_FINALIZER_PREFIX};
 
@@ -138,10 +137,10 @@ pub(super) fn out_of_date(bt: &BoxTable, secret: &DatabaseSecret) -> bool {
 /// # Idempotency
 /// Nothing is written when the finalizer is already as it should be; a concurrent change to the
 /// Secret makes the patch fail its resourceVersion precondition (409), and the caller retries.
-pub(super) async fn sync(ctx: &Context, bt: &BoxTable, hold: bool) -> Result<(), GuardError> {
+pub(super) async fn sync(client: &Client, bt: &BoxTable, hold: bool) -> Result<(), GuardError> {
     let namespace = bt.namespace().unwrap_or_default();
     let name = &bt.spec.database.secret_ref.name;
-    sync_secret(ctx, &namespace, name, &finalizer_of(bt), hold).await
+    sync_secret(client, &namespace, name, &finalizer_of(bt), hold).await
 }
 
 /// Takes `bt`'s finalizer off every Secret the watch saw carrying it that `bt` no longer keeps it
@@ -152,16 +151,19 @@ pub(super) async fn sync(ctx: &Context, bt: &BoxTable, hold: bool) -> Result<(),
 ///
 /// # Idempotency
 /// Nothing is written when no such Secret is known.
-pub(super) async fn release_stale(ctx: &Context, bt: &BoxTable) -> Result<(), GuardError> {
+pub(super) async fn release_stale(
+    client: &Client,
+    holds: &Holds,
+    bt: &BoxTable,
+) -> Result<(), GuardError> {
     let namespace = bt.namespace().unwrap_or_default();
     let uid = bt.uid().unwrap_or_default();
-    let stale: Vec<String> = ctx
-        .holds
+    let stale: Vec<String> = holds
         .held_by(&namespace, &uid)
         .into_iter()
         .filter(|name| !keeps(bt, name))
         .collect();
-    release_each(ctx, &namespace, &finalizer_of(bt), stale).await
+    release_each(client, &namespace, &finalizer_of(bt), stale).await
 }
 
 /// Takes `bt`'s finalizer off every Secret in its namespace that carries it, as read from the API
@@ -172,10 +174,10 @@ pub(super) async fn release_stale(ctx: &Context, bt: &BoxTable) -> Result<(), Gu
 ///
 /// # Idempotency
 /// Secrets without the finalizer are left alone; running it again after success writes nothing.
-pub(super) async fn release_everywhere(ctx: &Context, bt: &BoxTable) -> Result<(), GuardError> {
+pub(super) async fn release_everywhere(client: &Client, bt: &BoxTable) -> Result<(), GuardError> {
     let namespace = bt.namespace().unwrap_or_default();
     let ours = finalizer_of(bt);
-    let api: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
+    let api: Api<Secret> = Api::namespaced(client.clone(), &namespace);
     let listed = api
         .list_metadata(&ListParams::default())
         .await
@@ -189,18 +191,18 @@ pub(super) async fn release_everywhere(ctx: &Context, bt: &BoxTable) -> Result<(
         .filter(|s| s.finalizers().contains(&ours))
         .map(ResourceExt::name_any)
         .collect();
-    release_each(ctx, &namespace, &ours, holding).await
+    release_each(client, &namespace, &ours, holding).await
 }
 
 async fn release_each(
-    ctx: &Context,
+    client: &Client,
     namespace: &str,
     finalizer: &str,
     names: Vec<String>,
 ) -> Result<(), GuardError> {
     let mut first_error = None;
     for name in names {
-        if let Err(error) = sync_secret(ctx, namespace, &name, finalizer, false).await {
+        if let Err(error) = sync_secret(client, namespace, &name, finalizer, false).await {
             first_error.get_or_insert(error);
         }
     }
@@ -208,13 +210,13 @@ async fn release_each(
 }
 
 async fn sync_secret(
-    ctx: &Context,
+    client: &Client,
     namespace: &str,
     name: &str,
     ours: &str,
     hold: bool,
 ) -> Result<(), GuardError> {
-    let api: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
+    let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
     let Some(secret) = api
         .get_metadata_opt(name)
         .await

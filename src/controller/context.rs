@@ -1,0 +1,133 @@
+//! What every reconcile pass shares ([`Context`]), why a pass needs a retry ([`ReconcileError`]),
+//! and what a BoxTable is to a pass: its Secret, its owner identity and its connection target.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::runtime::events::Recorder;
+use kube::runtime::reflector::Store;
+use kube::{Client, ResourceExt};
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use super::backoff::Backoff;
+use super::schedule::Schedule;
+use super::secret_guard::{GuardError, Holds};
+use super::secrets::{self, DatabaseSecret, SecretError};
+use crate::converge::Target;
+use crate::crd::{BoxTable, FINALIZER};
+use crate::migrate::ownership::Owner;
+use crate::telemetry::Metrics;
+
+/// The name of the leader-election Lease and the events' reporting controller.
+pub const CONTROLLER_NAME: &str = "boxtable-operator";
+
+/// What every reconcile pass shares.
+pub struct Context {
+    /// The Kubernetes client.
+    pub client: Client,
+    /// The controller's cache of BoxTables (for Secret mapping and conflicts).
+    pub store: Store<BoxTable>,
+    /// Publishes events.
+    pub recorder: Recorder,
+    /// Prometheus metrics.
+    pub metrics: Arc<Metrics>,
+    /// Per-object retry timing.
+    pub backoff: Backoff,
+    /// When each object is next due (ignores triggers from our own status writes).
+    pub schedule: Arc<Schedule>,
+    /// Drift-check interval.
+    pub resync: Duration,
+    /// This replica's identity.
+    pub instance: String,
+    /// Fires on shutdown: waits are abandoned, migrations cancelled.
+    pub shutdown: CancellationToken,
+    /// Which Secrets carry which BoxTable's finalizer, from the Secret watch.
+    pub(crate) holds: Arc<Holds>,
+    /// Reads referenced Secrets (one GET per new resourceVersion).
+    pub secrets: Arc<secrets::SecretReader>,
+}
+
+/// Why a pass failed in a way that needs a retry with backoff (database-level failures are not
+/// errors here: they are written to status and retried on schedule).
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    /// The object has no namespace (BoxTable is namespaced; this cannot come from a real server).
+    #[error("boxtable {name} has no namespace")]
+    NoNamespace {
+        /// The object name.
+        name: String,
+    },
+    /// Writing status failed.
+    #[error("writing status of {namespace}/{name} failed")]
+    WriteStatus {
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// Reading the Secret failed at the API server (not a missing Secret).
+    #[error("reading the connection secret failed")]
+    ReadSecret(#[source] SecretError),
+    /// Adding the finalizer failed.
+    #[error("adding finalizer {FINALIZER} failed")]
+    AddFinalizer(#[source] kube::Error),
+    /// Removing the finalizer failed; the next pass tries again.
+    #[error("removing finalizer {FINALIZER} failed")]
+    RemoveFinalizer(#[source] kube::Error),
+    /// Releasing the Secret after a deletion failed; the next pass tries again.
+    #[error("releasing the connection secret failed")]
+    ReleaseSecret(#[source] GuardError),
+    /// Re-reading the BoxTable under the table's lock failed, so nothing was changed; the next
+    /// pass tries again.
+    #[error("re-reading the BoxTable before changing {table} failed: {why}")]
+    Recheck {
+        /// The table.
+        table: String,
+        /// What failed.
+        why: String,
+    },
+}
+
+/// Reads the Secret `bt` references (one GET per new resourceVersion), in a span naming it.
+///
+/// # Errors
+/// [`SecretError`] when it is missing, lacks the key, is not selected or cannot be read.
+pub(super) async fn read_secret(
+    bt: &BoxTable,
+    ctx: &Context,
+    namespace: &str,
+) -> Result<DatabaseSecret, SecretError> {
+    let secret_ref = &bt.spec.database.secret_ref;
+    // The span names the Secret, never what it holds.
+    let span = tracing::info_span!("read_secret", secret = %secret_ref.name);
+    ctx.secrets
+        .read(namespace, &secret_ref.name, &secret_ref.key)
+        .instrument(span)
+        .await
+}
+
+/// The BoxTable as the owner of its table (see [`crate::migrate::ownership`]).
+pub(super) fn owner_of(bt: &BoxTable, namespace: &str) -> Owner {
+    Owner {
+        uid: bt.uid().unwrap_or_default(),
+        boxtable: format!("{namespace}/{}", bt.name_any()),
+    }
+}
+
+/// The `application_name` a pass's sessions carry: `boxtable-operator/<namespace>/<name>`.
+pub(super) fn application_name(namespace: &str, name: &str) -> String {
+    format!("{CONTROLLER_NAME}/{namespace}/{name}")
+}
+
+/// Where a BoxTable's table lives, from its Secret.
+pub(super) fn target<'a>(secret: &'a DatabaseSecret, application_name: &'a str) -> Target<'a> {
+    Target {
+        connection_string: &secret.connection_string,
+        ca_pem: secret.ca_pem.as_deref(),
+        application_name,
+    }
+}
