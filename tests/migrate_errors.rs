@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use boxtable_operator::migrate::{Payload, RunError};
 use boxtable_operator::reason::Reason;
+use boxtable_operator::report::chain;
 use migrate_support::*;
 
 #[tokio::test]
@@ -173,13 +174,13 @@ async fn a_step_failing_midway_rolls_back_everything_including_the_history_table
                 (8, "Add causationid column and replay index")
             );
         }
-        other => panic!("expected MigrationFailed, got {}", other.chain()),
+        other => panic!("expected MigrationFailed, got {}", chain(other)),
     }
     assert_eq!(err.reason(), Reason::MigrationFailed);
     assert!(
-        err.chain().contains("index creation blocked by the test"),
+        chain(&err).contains("index creation blocked by the test"),
         "{}",
-        err.chain()
+        chain(&err)
     );
     assert!(!history_exists(&client, "public").await);
     let names: Vec<String> = columns(&client, "public", "outbox")
@@ -221,9 +222,9 @@ async fn a_ddl_lock_timeout_makes_a_step_on_a_busy_table_fail_quickly() {
     assert!(
         matches!(err, RunError::MigrationFailed { version: 7, .. }),
         "{}",
-        err.chain()
+        chain(&err)
     );
-    assert!(err.chain().contains("55P03"), "{}", err.chain());
+    assert!(chain(&err).contains("55P03"), "{}", chain(&err));
     busy.batch_execute("ROLLBACK").await.unwrap();
     assert_eq!(advisory_locks(&client).await, 0);
     assert!(!history_exists(&client, "public").await);
@@ -248,7 +249,7 @@ async fn a_statement_timeout_fails_the_step_and_rolls_back() {
         .unwrap_err();
 
     assert_eq!(err.reason(), Reason::MigrationFailed);
-    assert!(err.chain().contains("57014"), "{}", err.chain());
+    assert!(chain(&err).contains("57014"), "{}", chain(&err));
     busy.batch_execute("ROLLBACK").await.unwrap();
     assert!(!history_exists(&client, "public").await);
 }

@@ -7,6 +7,7 @@ mod support;
 
 use boxtable_operator::lock::LockIdentity;
 use boxtable_operator::migrate::RunPath;
+use boxtable_operator::report::chain;
 use migrate_support::*;
 
 #[tokio::test]
@@ -20,7 +21,7 @@ async fn an_unlock_that_finds_the_lock_gone_after_commit_still_reports_the_migra
     let outcome = run(&db, &plan).await.unwrap_or_else(|e| {
         panic!(
             "a committed migration was reported as failed: {}",
-            e.chain()
+            chain(&e)
         )
     });
 

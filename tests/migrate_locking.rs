@@ -10,6 +10,7 @@ use std::time::Duration;
 use boxtable_operator::lock::{LockError, LockIdentity};
 use boxtable_operator::migrate::{self, RunError, RunPath};
 use boxtable_operator::reason::Reason;
+use boxtable_operator::report::chain;
 use migrate_support::*;
 use tokio_util::sync::CancellationToken;
 
@@ -114,13 +115,13 @@ async fn a_lock_held_by_another_session_times_out_naming_the_holder_and_changes_
 
     assert_eq!(err.reason(), Reason::LockTimeout);
     let RunError::Lock(lock) = &err else {
-        panic!("expected a lock error, got {}", err.chain())
+        panic!("expected a lock error, got {}", chain(&err))
     };
     let LockError::Timeout {
         holder: Some(h), ..
     } = lock.as_ref()
     else {
-        panic!("expected a lock timeout with a holder, got {}", err.chain())
+        panic!("expected a lock timeout with a holder, got {}", chain(&err))
     };
     assert_eq!(h.pid, holder_pid);
     assert!(
@@ -208,7 +209,7 @@ async fn cancelling_a_run_mid_statement_rolls_back_and_releases_the_lock() {
     );
     let err = err.expect("cancellation must end the run").unwrap_err();
 
-    assert_eq!(err.reason(), Reason::Cancelled, "{}", err.chain());
+    assert_eq!(err.reason(), Reason::Cancelled, "{}", chain(&err));
     assert_eq!(
         blocked_on_a_table_lock(&client).await,
         0,

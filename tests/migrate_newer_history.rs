@@ -7,6 +7,7 @@ mod migrate_support;
 mod support;
 
 use boxtable_operator::migrate::RunPath;
+use boxtable_operator::report::chain;
 use migrate_support::*;
 
 const V9: &str = "Add a column a newer Brighter knows";
@@ -22,7 +23,7 @@ async fn a_v9_history_row_is_up_to_date_at_v9_and_changes_nothing() {
     for plan in [outbox("Outbox").build(), outbox("Outbox").target(5).build()] {
         let outcome = run(&db, &plan)
             .await
-            .unwrap_or_else(|e| panic!("a V9 history was refused: {}", e.chain()));
+            .unwrap_or_else(|e| panic!("a V9 history was refused: {}", chain(&e)));
 
         assert_eq!(outcome.path, RunPath::UpToDate);
         assert_eq!((outcome.from_version, outcome.to_version), (9, 9));
@@ -48,7 +49,7 @@ async fn a_v9_history_row_is_up_to_date_under_the_lock_too() {
 
     let outcome = run(&db, &plan)
         .await
-        .unwrap_or_else(|e| panic!("a V9 history was refused: {}", e.chain()));
+        .unwrap_or_else(|e| panic!("a V9 history was refused: {}", chain(&e)));
 
     assert_eq!(outcome.path, RunPath::UpToDate);
     assert_eq!(outcome.to_version, 9);
@@ -64,7 +65,7 @@ async fn a_v9_history_row_without_its_table_is_still_a_missing_table() {
 
     let err = fails_without_change(&db, &outbox("Outbox").build()).await;
 
-    assert_eq!(err.reason().as_str(), "TableMissing", "{}", err.chain());
+    assert_eq!(err.reason().as_str(), "TableMissing", "{}", chain(&err));
 }
 
 #[tokio::test]

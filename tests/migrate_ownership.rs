@@ -9,6 +9,7 @@ mod support;
 use boxtable_operator::migrate::ownership::{self, Origin};
 use boxtable_operator::migrate::{self, DropBlock, DropRequest, DropVerdict, Rows, RunPath};
 use boxtable_operator::reason::Reason;
+use boxtable_operator::report::chain;
 use migrate_support::*;
 use tokio_util::sync::CancellationToken;
 
@@ -72,7 +73,7 @@ async fn another_boxtable_neither_migrates_nor_drops_a_table_it_does_not_own() {
     let theirs = outbox("Outbox").owned_by("uid-b").build();
     let err = fails_without_change(&db, &theirs).await;
     assert_eq!(err.reason(), Reason::TableConflict);
-    let text = err.chain();
+    let text = chain(&err);
     assert!(
         text.contains("shop/uid-a") && text.contains("public.outbox"),
         "names the owner and the table: {text}"
@@ -101,7 +102,7 @@ async fn an_up_to_date_table_is_not_reported_ready_to_a_boxtable_that_does_not_o
         .await
         .unwrap_err();
 
-    assert_eq!(err.reason(), Reason::TableConflict, "{}", err.chain());
+    assert_eq!(err.reason(), Reason::TableConflict, "{}", chain(&err));
 }
 
 #[tokio::test]

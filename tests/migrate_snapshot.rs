@@ -19,6 +19,7 @@ use boxtable_operator::ident::QualifiedName;
 use boxtable_operator::lock::LockIdentity;
 use boxtable_operator::migrate::catalog::fresh_statements;
 use boxtable_operator::migrate::{self, BoxKind, Payload, RunPath};
+use boxtable_operator::report::chain;
 use migrate_support::*;
 use tokio_postgres::Client;
 
@@ -113,7 +114,7 @@ async fn a_winner_committing_between_the_readers_reads_leaves_the_reader_up_to_d
         .await
         .expect("the reader finished")
         .unwrap()
-        .unwrap_or_else(|e| panic!("the reader failed: {}", e.chain()));
+        .unwrap_or_else(|e| panic!("the reader failed: {}", chain(&e)));
 
     assert_eq!(outcome.path, RunPath::UpToDate);
     assert_eq!(outcome.to_version, 8);
@@ -153,7 +154,7 @@ async fn an_observation_between_the_catalog_and_the_history_sees_one_snapshot() 
         .await
         .expect("the observation finished")
         .unwrap()
-        .unwrap_or_else(|e| panic!("the observation failed: {}", e.chain()));
+        .unwrap_or_else(|e| panic!("the observation failed: {}", chain(&e)));
 
     // The snapshot was taken before the winner committed: no table and no history, consistently.
     assert_eq!(seen.would, RunPath::Fresh, "{seen:?}");

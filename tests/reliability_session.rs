@@ -11,6 +11,7 @@ use std::time::Duration;
 use boxtable_operator::db::Session;
 use boxtable_operator::migrate::{self, RunError};
 use boxtable_operator::reason::Reason;
+use boxtable_operator::report::chain;
 use migrate_support::{outbox, outbox_at};
 use reliability_support::*;
 use tokio_util::sync::CancellationToken;
@@ -75,13 +76,12 @@ async fn a_failing_step_rolls_back_then_unlocks_keeping_its_error_and_the_next_r
     assert!(
         matches!(err, RunError::MigrationFailed { version: 5, .. }),
         "{}",
-        err.chain()
+        chain(&err)
     );
     assert!(
-        err.chain()
-            .contains("step failure injected by the reliability test"),
+        chain(&err).contains("step failure injected by the reliability test"),
         "the original error is kept: {}",
-        err.chain()
+        chain(&err)
     );
     // The same session is alive, no longer in the aborted transaction, and holds no lock: it rolled
     // back before unlocking (an unlock inside the aborted transaction fails and keeps the lock).
@@ -180,7 +180,7 @@ async fn role_timeouts_do_not_break_a_long_lock_wait() {
     };
     let (result, ()) = tokio::join!(run, release);
 
-    let outcome = result.unwrap_or_else(|e| panic!("{} ({:?})", e.chain(), e.reason()));
+    let outcome = result.unwrap_or_else(|e| panic!("{} ({:?})", chain(&e), e.reason()));
     let lock = outcome.lock.unwrap();
     assert!(lock.attempts > 4, "{lock:?}");
     assert!(lock.waited >= Duration::from_millis(2900), "{lock:?}");

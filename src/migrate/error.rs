@@ -1,7 +1,5 @@
 //! Why a migration run, observation or drop failed, and the bounded reason each failure maps to.
 
-use std::error::Error as _;
-
 use crate::lock::LockError;
 use crate::reason::Reason;
 
@@ -249,28 +247,6 @@ impl RunError {
                 }
             }
         }
-    }
-
-    /// The message followed by every source, `: `-separated, with the server's SQLSTATE and message
-    /// (tokio-postgres prints only "db error" at the top), for logs and status messages.
-    pub fn chain(&self) -> String {
-        let mut out = self.to_string();
-        let mut next = self.source();
-        while let Some(err) = next {
-            let text = match err
-                .downcast_ref::<tokio_postgres::Error>()
-                .and_then(|e| e.as_db_error())
-            {
-                Some(db) => format!("{} (SQLSTATE {})", db.message(), db.code().code()),
-                None => err.to_string(),
-            };
-            if text != "db error" {
-                out.push_str(": ");
-                out.push_str(&text);
-            }
-            next = err.source();
-        }
-        out
     }
 
     /// Classifies a database error from `operation`: a lost session, privilege, missing schema and

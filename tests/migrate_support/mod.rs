@@ -14,6 +14,7 @@ use boxtable_operator::migrate::{
     self, BoxKind, DdlTimeouts, DropOutcome, DropRequest, HistoryScope, Outcome, Payload, Plan,
     RunError,
 };
+use boxtable_operator::report::chain;
 use tokio_postgres::Client;
 use tokio_util::sync::CancellationToken;
 
@@ -173,7 +174,7 @@ pub async fn fails_without_change(db: &TestDb, plan: &Plan) -> RunError {
         snapshot(&client).await,
         before,
         "the failed run changed the database: {}",
-        err.chain()
+        chain(&err)
     );
     assert_eq!(advisory_locks(&client).await, 0);
     err
