@@ -1,4 +1,5 @@
-//! Rendering an error and its sources as one line for status messages, events and logs.
+//! Rendering text for status messages, events and logs: an error and its sources as one line,
+//! and text cut to a byte limit at a character boundary.
 
 use std::error::Error;
 
@@ -44,6 +45,24 @@ fn describe_one(err: &(dyn Error + 'static)) -> String {
     err.to_string()
 }
 
+/// The longest prefix of `text` that fits in `max` bytes, cut at a character boundary.
+pub fn prefix(text: &str, max: usize) -> &str {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+/// `text` itself when it fits in `max` bytes, else its longest prefix that fits with `...`
+/// appended (cut at a character boundary).
+pub fn truncate(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    format!("{}...", prefix(text, max.saturating_sub(3)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -56,5 +75,14 @@ mod tests {
     fn chain_joins_each_source_once() {
         let err = Outer(std::io::Error::other("disk on fire"));
         assert_eq!(chain(&err), "outer step failed: disk on fire");
+    }
+
+    #[test]
+    fn truncate_keeps_text_that_fits_and_cuts_longer_text_to_the_limit_with_an_ellipsis() {
+        assert_eq!(truncate("short", 5), "short");
+        assert_eq!(truncate("longer", 5), "lo...");
+        let cut = truncate(&"é".repeat(10), 10);
+        assert_eq!(cut, "ééé...");
+        assert!(cut.len() <= 10);
     }
 }

@@ -9,6 +9,10 @@ use crate::lock::LockIdentity;
 use crate::migrate::{Outcome, Plan};
 use crate::reason::Reason;
 
+/// The longest event note written: 1000 bytes of text and `...` when cut (the API server takes
+/// notes up to 1 kB).
+const EVENT_NOTE_MAX_BYTES: usize = 1003;
+
 /// An event worth publishing for a status change, if any.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Transition {
@@ -168,7 +172,7 @@ pub async fn publish(recorder: &Recorder, bt: &BoxTable, transitions: Vec<Transi
                 EventType::Normal
             },
             reason: t.reason.to_owned(),
-            note: Some(truncate(&t.note, 1000)),
+            note: Some(crate::report::truncate(&t.note, EVENT_NOTE_MAX_BYTES)),
             action: t.action.to_owned(),
             secondary: None,
         };
@@ -176,15 +180,4 @@ pub async fn publish(recorder: &Recorder, bt: &BoxTable, transitions: Vec<Transi
             tracing::warn!(error = %crate::report::chain(&error), reason = t.reason, "publishing event failed");
         }
     }
-}
-
-fn truncate(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_owned();
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}...", &text[..end])
 }

@@ -11,6 +11,7 @@ use tokio_postgres_rustls::MakeRustlsConnect;
 use super::tls::{self, TlsError};
 use super::{ConnectionSettings, TlsMode};
 use crate::reason::Reason;
+use crate::report::prefix;
 
 /// Connect timeout when the connection string sets none.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -208,7 +209,7 @@ impl Session {
         T::Stream: Send + 'static,
     {
         config
-            .application_name(truncate(application_name, APPLICATION_NAME_MAX))
+            .application_name(prefix(application_name, APPLICATION_NAME_MAX))
             .keepalives(true)
             .keepalives_idle(KEEPALIVE_IDLE);
         let target = describe_target(&config);
@@ -349,15 +350,6 @@ fn classify(
     }
 }
 
-/// At most `max` bytes, cut at a character boundary.
-fn truncate(s: &str, max: usize) -> &str {
-    let mut end = s.len().min(max);
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
-}
-
 /// `host:port` of the first host, for error messages; never includes credentials.
 fn describe_target(config: &Config) -> String {
     let host = match (config.get_hosts().first(), config.get_hostaddrs().first()) {
@@ -381,8 +373,8 @@ mod tests {
     #[test]
     fn application_names_are_cut_at_63_bytes_on_a_char_boundary() {
         let long = "é".repeat(40);
-        let cut = truncate(&long, APPLICATION_NAME_MAX);
+        let cut = prefix(&long, APPLICATION_NAME_MAX);
         assert_eq!(cut.len(), 62);
-        assert_eq!(truncate("boxtable-operator", 63), "boxtable-operator");
+        assert_eq!(prefix("boxtable-operator", 63), "boxtable-operator");
     }
 }

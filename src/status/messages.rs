@@ -8,15 +8,9 @@ use crate::reason::Reason;
 use super::MAX_MESSAGE_BYTES;
 use super::lock::{millis, time};
 
+/// `message` cut to [`MAX_MESSAGE_BYTES`] (with `...` when cut).
 pub(super) fn truncate(message: &str) -> String {
-    if message.len() <= MAX_MESSAGE_BYTES {
-        return message.to_owned();
-    }
-    let mut end = MAX_MESSAGE_BYTES - 3;
-    while !message.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}...", &message[..end])
+    crate::report::truncate(message, MAX_MESSAGE_BYTES)
 }
 
 pub(super) fn version_text(version: Option<u32>) -> String {
