@@ -10,10 +10,10 @@ mod support;
 
 use std::time::Duration;
 
-use boxtable_operator::crd::{BoxTable, PendingVersion, RunPathName};
+use boxtable_operator::crd::{BoxTable, PendingVersion};
 use boxtable_operator::ident::QualifiedName;
-use boxtable_operator::migrate::BoxKind;
 use boxtable_operator::migrate::catalog::step_statements;
+use boxtable_operator::migrate::{BoxKind, RunPath};
 use controller_support::*;
 use serde_json::json;
 
@@ -54,7 +54,7 @@ async fn a_suspended_boxtable_shows_its_plan_and_unsuspending_applies_exactly_it
 
     let status = bt.status.unwrap();
     let pending = status.pending.clone().unwrap();
-    assert_eq!(pending.path, RunPathName::Normal);
+    assert_eq!(pending.path, RunPath::Normal);
     assert_eq!((pending.from_version, pending.to_version), (5, 8));
     assert_eq!(
         pending.versions,
@@ -146,7 +146,7 @@ async fn a_suspended_boxtable_without_a_table_plans_a_fresh_install() {
     h.apply(boxtable("orders").suspended()).await;
     let bt = h.wait_for("orders", "a pending plan", has_pending).await;
     let pending = bt.status.unwrap().pending.unwrap();
-    assert_eq!(pending.path, RunPathName::Fresh);
+    assert_eq!(pending.path, RunPath::Fresh);
     assert_eq!((pending.from_version, pending.to_version), (0, 8));
     assert_eq!(pending.versions, versions(&[(8, "fresh install at V8")]));
     assert!(!h.table_exists("public.outbox").await);

@@ -4,9 +4,7 @@
 
 use std::time::Duration;
 
-use boxtable_operator::crd::{
-    BoxKind, BoxTableSpec, BoxTableStatus, DeletionPolicy, LockState, RunPathName,
-};
+use boxtable_operator::crd::{BoxKind, BoxTableSpec, BoxTableStatus, DeletionPolicy, LockState};
 use boxtable_operator::lock::{AcquireReport, Holder};
 use boxtable_operator::migrate::{Outcome, Plan, RunPath};
 use boxtable_operator::reason::Reason;
@@ -250,7 +248,7 @@ fn a_fresh_install_is_ready_and_records_the_run() {
     );
     assert_eq!(status.table.as_deref(), Some("public.outbox"));
     let run = status.last_run.unwrap();
-    assert_eq!(run.path, RunPathName::Fresh);
+    assert_eq!(run.path, RunPath::Fresh);
     assert_eq!(
         (run.from_version, run.to_version, run.duration_milliseconds),
         (0, 8, 41)
@@ -694,7 +692,7 @@ fn a_suspended_status_shows_the_pending_plan_until_the_run_after_it_ends() {
         would: Some(Decision::Normal { from: 6, to: 8 }),
     });
     let pending = suspended.pending.clone().unwrap();
-    assert_eq!(pending.path, RunPathName::Normal);
+    assert_eq!(pending.path, RunPath::Normal);
     let versions: Vec<u32> = pending.versions.iter().map(|v| v.version).collect();
     assert_eq!(versions, [7, 8]);
     assert!(

@@ -24,11 +24,11 @@ use super::schedule::Trigger;
 use super::secrets::{DatabaseSecret, SecretError};
 use crate::converge::{self, Target};
 use crate::crd::BoxTable;
-use crate::migrate::{BoxKind, Plan, RunPath};
+use crate::migrate::{Plan, RunPath};
 use crate::reason::Reason;
 use crate::report::chain;
 use crate::status::Observed;
-use crate::telemetry::{BoxLabel, LockOutcome, ReconcileResult};
+use crate::telemetry::{LockOutcome, ReconcileResult};
 
 /// Reconciles one BoxTable: `apply` while it lives (the finalizer added first), `cleanup` once it
 /// is being deleted, and the finalizer let go only when cleanup says the deletion is finished.
@@ -155,13 +155,6 @@ pub(super) fn secret_failure(error: &SecretError) -> Option<Observed> {
     })
 }
 
-fn box_label(kind: BoxKind) -> BoxLabel {
-    match kind {
-        BoxKind::Outbox => BoxLabel::Outbox,
-        BoxKind::Inbox => BoxLabel::Inbox,
-    }
-}
-
 async fn apply(
     bt: &BoxTable,
     ctx: &Context,
@@ -277,7 +270,7 @@ async fn migrate(
             ctx.metrics.record_blocked(outcome.blocked);
             let steps = steps_applied(&outcome);
             if steps > 0 {
-                ctx.metrics.record_migrations(box_label(plan.kind), steps);
+                ctx.metrics.record_migrations(plan.kind, steps);
                 tracing::info!(
                     table = %plan.table,
                     path = ?outcome.path,

@@ -16,7 +16,7 @@ mod status;
 
 pub use status::{
     BoxTableStatus, LastRun, LockHolder, LockState, LockStatus, PendingPlan, PendingVersion,
-    PgLocks, RunPathName,
+    PgLocks,
 };
 
 /// The API group of every resource this operator serves.

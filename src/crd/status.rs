@@ -5,6 +5,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::migrate::RunPath;
+
 /// Observed state of a BoxTable. Written only by the operator, and only when it changes.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -129,7 +131,7 @@ pub struct LockHolder {
 #[schemars(transform = super::kubernetes_integer_formats)]
 pub struct LastRun {
     /// The path the run took.
-    pub path: RunPathName,
+    pub path: RunPath,
     /// The version before the run (0 when there was no table).
     pub from_version: u32,
     /// The version after the run.
@@ -146,7 +148,7 @@ pub struct LastRun {
 #[schemars(transform = super::kubernetes_integer_formats)]
 pub struct PendingPlan {
     /// The path the run would take (`UpToDate`: nothing to apply).
-    pub path: RunPathName,
+    pub path: RunPath,
     /// The version the table is at now (0 when it does not exist).
     pub from_version: u32,
     /// The version the run would reach.
@@ -167,17 +169,4 @@ pub struct PendingVersion {
     pub version: u32,
     /// Its description, as written into `__BrighterMigrationHistory`.
     pub description: String,
-}
-
-/// The path a run took, as shown in status.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
-pub enum RunPathName {
-    /// No table: the latest shape was created.
-    Fresh,
-    /// A table without history: detected, stamped, then brought forward.
-    Bootstrap,
-    /// History rows existed: later steps were applied.
-    Normal,
-    /// Nothing to do.
-    UpToDate,
 }

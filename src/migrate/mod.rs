@@ -32,6 +32,9 @@ pub mod teardown;
 
 use std::time::Duration;
 
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
 use crate::ident::QualifiedName;
 use crate::lock::AcquireReport;
 
@@ -103,8 +106,8 @@ pub struct Plan {
     pub owner: Option<ownership::Owner>,
 }
 
-/// Which path a run took.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// Which path a run took (also as `status.lastRun.path` and `status.pending.path` show it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 pub enum RunPath {
     /// No table: the latest shape was created with one history row.
     Fresh,

@@ -1,6 +1,6 @@
 //! The human side of the status: condition messages and the last-run record.
 
-use crate::crd::{LastRun, RunPathName};
+use crate::crd::LastRun;
 use crate::lock::{Holder, LockIdentity};
 use crate::migrate::{Outcome, Plan, RunPath};
 use crate::reason::Reason;
@@ -65,12 +65,7 @@ pub(super) fn success_message(shown: &str, outcome: &Outcome) -> (Reason, String
 
 pub(super) fn last_run_of(outcome: &Outcome) -> LastRun {
     LastRun {
-        path: match outcome.path {
-            RunPath::Fresh => RunPathName::Fresh,
-            RunPath::Bootstrap => RunPathName::Bootstrap,
-            RunPath::Normal => RunPathName::Normal,
-            RunPath::UpToDate => RunPathName::UpToDate,
-        },
+        path: outcome.path,
         from_version: outcome.from_version,
         to_version: outcome.to_version,
         start_time: time(outcome.started),

@@ -1,25 +1,15 @@
 //! The plan a suspended BoxTable shows (`status.pending`), and whether the run after
 //! un-suspending did what that plan said (pure).
 
-use crate::crd::{BoxTableStatus, PendingPlan, PendingVersion, RunPathName};
+use crate::crd::{BoxTableStatus, PendingPlan, PendingVersion};
 use crate::migrate::detect::Decision;
 use crate::migrate::statements::history_rows;
 use crate::migrate::{Outcome, Plan, RunPath};
 
-/// The status name of a path.
-pub(super) fn path_name(path: RunPath) -> RunPathName {
-    match path {
-        RunPath::Fresh => RunPathName::Fresh,
-        RunPath::Bootstrap => RunPathName::Bootstrap,
-        RunPath::Normal => RunPathName::Normal,
-        RunPath::UpToDate => RunPathName::UpToDate,
-    }
-}
-
 /// What a run would do now, as `status.pending` shows it.
 pub fn pending_plan(plan: &Plan, decision: Decision) -> PendingPlan {
     PendingPlan {
-        path: path_name(decision.path()),
+        path: decision.path(),
         from_version: decision.from_version(),
         to_version: decision.to_version(),
         versions: history_rows(plan, decision)
@@ -32,12 +22,12 @@ pub fn pending_plan(plan: &Plan, decision: Decision) -> PendingPlan {
     }
 }
 
-fn describe(path: RunPathName, from: u32, to: u32) -> String {
+fn describe(path: RunPath, from: u32, to: u32) -> String {
     match path {
-        RunPathName::UpToDate => format!("nothing to apply at version {from}"),
-        RunPathName::Fresh => format!("create at version {to}"),
-        RunPathName::Bootstrap => format!("adopt at version {from} and bring to {to}"),
-        RunPathName::Normal => format!("migrate from version {from} to {to}"),
+        RunPath::UpToDate => format!("nothing to apply at version {from}"),
+        RunPath::Fresh => format!("create at version {to}"),
+        RunPath::Bootstrap => format!("adopt at version {from} and bring to {to}"),
+        RunPath::Normal => format!("migrate from version {from} to {to}"),
     }
 }
 
@@ -46,11 +36,7 @@ fn describe(path: RunPathName, from: u32, to: u32) -> String {
 /// shown and what was done. `None` when the run did exactly what was shown, or nothing was.
 pub fn replanned(previous: Option<&BoxTableStatus>, outcome: &Outcome) -> Option<String> {
     let shown = previous?.pending.as_ref()?;
-    let done = (
-        path_name(outcome.path),
-        outcome.from_version,
-        outcome.to_version,
-    );
+    let done = (outcome.path, outcome.from_version, outcome.to_version);
     if (shown.path, shown.from_version, shown.to_version) == done {
         return None;
     }

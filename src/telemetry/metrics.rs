@@ -12,6 +12,7 @@ use prometheus_client::registry::Registry;
 
 use super::objects::{ObjectGauges, ObjectSource};
 use crate::lock::Blocked;
+use crate::migrate::BoxKind;
 use crate::reason::Reason;
 
 /// This build's version (from Cargo) and revision (from git at build time, see `build.rs`).
@@ -72,15 +73,6 @@ impl DropResult {
     }
 }
 
-/// Which kind of box table a migration touched.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum BoxLabel {
-    /// An outbox.
-    Outbox,
-    /// An inbox.
-    Inbox,
-}
-
 impl ReconcileResult {
     /// The label value.
     pub fn as_str(self) -> &'static str {
@@ -104,13 +96,11 @@ impl LockOutcome {
     }
 }
 
-impl BoxLabel {
-    /// The label value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            BoxLabel::Outbox => "outbox",
-            BoxLabel::Inbox => "inbox",
-        }
+/// The `box` label value of a kind.
+fn box_label(kind: BoxKind) -> &'static str {
+    match kind {
+        BoxKind::Outbox => "outbox",
+        BoxKind::Inbox => "inbox",
     }
 }
 
@@ -231,10 +221,10 @@ impl Metrics {
                 })
                 .inc_by(0);
         }
-        for r#box in [BoxLabel::Outbox, BoxLabel::Inbox] {
+        for kind in [BoxKind::Outbox, BoxKind::Inbox] {
             migrations_applied
                 .get_or_create(&BoxLabels {
-                    r#box: r#box.as_str(),
+                    r#box: box_label(kind),
                 })
                 .inc_by(0);
         }
@@ -402,10 +392,10 @@ impl Metrics {
     }
 
     /// Counts `steps` migration steps applied to a box of kind `kind`.
-    pub fn record_migrations(&self, kind: BoxLabel, steps: u64) {
+    pub fn record_migrations(&self, kind: BoxKind, steps: u64) {
         self.migrations_applied
             .get_or_create(&BoxLabels {
-                r#box: kind.as_str(),
+                r#box: box_label(kind),
             })
             .inc_by(steps);
     }

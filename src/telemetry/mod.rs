@@ -5,7 +5,7 @@ mod objects;
 mod otlp;
 mod server;
 
-pub use metrics::{BoxLabel, DropResult, LockOutcome, Metrics, REVISION, ReconcileResult, VERSION};
+pub use metrics::{DropResult, LockOutcome, Metrics, REVISION, ReconcileResult, VERSION};
 pub use objects::{NO_REASON, ObjectSource, ObjectState, UNKNOWN_REASON, state_of};
 pub use otlp::{SpanExport, TRACES_PATH};
 pub use server::{Readiness, TelemetryServer, serve};
