@@ -1,6 +1,7 @@
 //! The bounded set of reasons: the same PascalCase strings in conditions, events and metric labels.
 
 use std::fmt;
+use std::str::FromStr;
 
 /// Why a BoxTable is where it is. Every error in the operator maps to exactly one reason.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -221,9 +222,36 @@ impl fmt::Display for Reason {
     }
 }
 
+/// A string that names no [`Reason`] (a condition written by someone else, or by an operator that
+/// knows other reasons).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("not a known reason")]
+pub struct UnknownReason;
+
+impl FromStr for Reason {
+    type Err = UnknownReason;
+
+    /// The reason whose [`Reason::as_str`] is `s` (as a condition stores it).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Reason::ALL
+            .into_iter()
+            .find(|r| r.as_str() == s)
+            .ok_or(UnknownReason)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_reason_reads_back_from_its_string_and_nothing_else_does() {
+        for reason in Reason::ALL {
+            assert_eq!(reason.as_str().parse::<Reason>(), Ok(reason));
+        }
+        assert_eq!("uptodate".parse::<Reason>(), Err(UnknownReason));
+        assert_eq!("".parse::<Reason>(), Err(UnknownReason));
+    }
 
     #[test]
     fn reason_strings_are_unique_pascal_case() {

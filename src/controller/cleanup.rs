@@ -139,7 +139,7 @@ pub(super) async fn cleanup(
                 bt,
                 vec![Transition {
                     warning,
-                    reason: reason.as_str(),
+                    reason,
                     action: "Drop",
                     note,
                 }],

@@ -18,8 +18,8 @@ const EVENT_NOTE_MAX_BYTES: usize = 1003;
 pub struct Transition {
     /// Normal or Warning.
     pub warning: bool,
-    /// The bounded reason string.
-    pub reason: &'static str,
+    /// The bounded reason.
+    pub reason: Reason,
     /// What the operator was doing (`Reconcile`, `Lock`, `Migrate`, `Drop`).
     pub action: &'static str,
     /// Human-readable note.
@@ -27,7 +27,10 @@ pub struct Transition {
 }
 
 fn ready(status: Option<&BoxTableStatus>) -> Option<(String, String, String)> {
-    let cond = status?.conditions.iter().find(|c| c.type_ == "Ready")?;
+    let cond = status?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == crate::status::READY)?;
     Some((
         cond.status.clone(),
         cond.reason.clone(),
@@ -47,10 +50,6 @@ fn lock_state(status: Option<&BoxTableStatus>) -> Option<LockState> {
     status?.lock.as_ref().map(|l| l.state)
 }
 
-fn reason_named(name: &str) -> Option<Reason> {
-    Reason::ALL.into_iter().find(|r| r.as_str() == name)
-}
-
 /// The transitions between `before` and `after`: lock contended or acquired after a wait, a
 /// change of the Ready condition's reason (migrated, failed, timed out, dropped, ...), and the
 /// `Drifted` condition turning True (a Warning) or back to False.
@@ -60,13 +59,13 @@ pub fn transitions(before: Option<&BoxTableStatus>, after: &BoxTableStatus) -> V
     match drifted(Some(after)) {
         Some((true, message)) if !was_drifted => out.push(Transition {
             warning: true,
-            reason: Reason::Drifted.as_str(),
+            reason: Reason::Drifted,
             action: "CheckDrift",
             note: message,
         }),
         Some((false, message)) if was_drifted => out.push(Transition {
             warning: false,
-            reason: Reason::NoDrift.as_str(),
+            reason: Reason::NoDrift,
             action: "CheckDrift",
             note: message,
         }),
@@ -87,7 +86,7 @@ pub fn transitions(before: Option<&BoxTableStatus>, after: &BoxTableStatus) -> V
             .unwrap_or_default();
         out.push(Transition {
             warning: false,
-            reason: Reason::WaitingForLock.as_str(),
+            reason: Reason::WaitingForLock,
             action: "Lock",
             note: format!("advisory lock {key} is{holder}; waiting"),
         });
@@ -97,7 +96,7 @@ pub fn transitions(before: Option<&BoxTableStatus>, after: &BoxTableStatus) -> V
         let changed = old_ready
             .as_ref()
             .is_none_or(|(s, r, _)| s != &status || r != &reason);
-        if changed && let Some(reason) = reason_named(&reason) {
+        if changed && let Ok(reason) = reason.parse::<Reason>() {
             // Waiting is covered by the lock event above; UpToDate is news only after a failure.
             let was_ready = old_ready.as_ref().is_some_and(|(s, _, _)| s == "True");
             let noteworthy = match reason {
@@ -113,7 +112,7 @@ pub fn transitions(before: Option<&BoxTableStatus>, after: &BoxTableStatus) -> V
                             Reason::Suspended | Reason::Deleting | Reason::Cancelled
                         ))
                         || reason.warns_when_ready(),
-                    reason: reason.as_str(),
+                    reason,
                     action: action_for(reason),
                     note: message,
                 });
@@ -130,7 +129,7 @@ pub fn lock_lost_after_commit(plan: &Plan, outcome: &Outcome) -> Transition {
     let key = LockIdentity::for_table(&plan.table);
     Transition {
         warning: true,
-        reason: Reason::LockLost.as_str(),
+        reason: Reason::LockLost,
         action: "Lock",
         note: format!(
             "{} is at version {}, committed, but advisory lock {} was no longer held by the operator's session when it released it",
@@ -146,7 +145,7 @@ pub fn lock_lost_after_commit(plan: &Plan, outcome: &Outcome) -> Transition {
 pub fn replanned(plan: &Plan, note: String) -> Transition {
     Transition {
         warning: true,
-        reason: Reason::Replanned.as_str(),
+        reason: Reason::Replanned,
         action: "Migrate",
         note: format!("{}: {note}", plan.table),
     }
@@ -171,13 +170,13 @@ pub async fn publish(recorder: &Recorder, bt: &BoxTable, transitions: Vec<Transi
             } else {
                 EventType::Normal
             },
-            reason: t.reason.to_owned(),
+            reason: t.reason.as_str().to_owned(),
             note: Some(crate::report::truncate(&t.note, EVENT_NOTE_MAX_BYTES)),
             action: t.action.to_owned(),
             secondary: None,
         };
         if let Err(error) = recorder.publish(&event, &reference).await {
-            tracing::warn!(error = %crate::report::chain(&error), reason = t.reason, "publishing event failed");
+            tracing::warn!(error = %crate::report::chain(&error), reason = %t.reason, "publishing event failed");
         }
     }
 }

@@ -307,9 +307,7 @@ fn kept_ready(
         .conditions
         .iter()
         .find(|c| c.type_ == READY && c.status == "True")?;
-    let reason = Reason::ALL
-        .into_iter()
-        .find(|r| r.as_str() == ready.reason)?;
+    let reason = ready.reason.parse::<Reason>().ok()?;
     Some((reason, ready.message.clone()))
 }
 

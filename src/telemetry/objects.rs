@@ -75,7 +75,7 @@ pub fn state_of(bt: &BoxTable) -> (ObjectState, &'static str) {
             .iter()
             .any(|c| c.type_ == type_ && c.status == "True")
     };
-    let Some(ready) = conditions.iter().find(|c| c.type_ == "Ready") else {
+    let Some(ready) = conditions.iter().find(|c| c.type_ == crate::status::READY) else {
         return (ObjectState::Pending, NO_REASON);
     };
     let reason = bounded_reason(ready);
@@ -104,9 +104,9 @@ pub fn is_drifted(bt: &BoxTable) -> bool {
 
 /// The condition's reason as one of the bounded set, else [`UNKNOWN_REASON`].
 fn bounded_reason(condition: &Condition) -> &'static str {
-    Reason::ALL
-        .into_iter()
-        .find(|r| r.as_str() == condition.reason)
+    condition
+        .reason
+        .parse::<Reason>()
         .map_or(UNKNOWN_REASON, Reason::as_str)
 }
 
