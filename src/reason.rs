@@ -15,8 +15,6 @@ pub enum Reason {
     AheadOfOperator,
     /// Another session holds the advisory lock; the operator is polling.
     WaitingForLock,
-    /// The lock is held and the migration transaction is running.
-    Migrating,
     /// The lock wait reached its timeout.
     LockTimeout,
     /// The session no longer held the lock when it tried to release it (a pooler or a killed backend).
@@ -81,12 +79,11 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason, for tests and for pre-registering metric labels.
-    pub const ALL: [Reason; 33] = [
+    pub const ALL: [Reason; 32] = [
         Reason::UpToDate,
         Reason::Migrated,
         Reason::AheadOfOperator,
         Reason::WaitingForLock,
-        Reason::Migrating,
         Reason::LockTimeout,
         Reason::LockLost,
         Reason::SecretNotFound,
@@ -124,7 +121,6 @@ impl Reason {
             Reason::Migrated => "Migrated",
             Reason::AheadOfOperator => "AheadOfOperator",
             Reason::WaitingForLock => "WaitingForLock",
-            Reason::Migrating => "Migrating",
             Reason::LockTimeout => "LockTimeout",
             Reason::LockLost => "LockLost",
             Reason::SecretNotFound => "SecretNotFound",
@@ -196,7 +192,6 @@ impl Reason {
                 | Reason::Migrated
                 | Reason::AheadOfOperator
                 | Reason::WaitingForLock
-                | Reason::Migrating
                 | Reason::Suspended
                 | Reason::Deleting
                 | Reason::Dropped
@@ -268,7 +263,6 @@ mod tests {
     fn progress_reasons_never_stall() {
         for reason in [
             Reason::WaitingForLock,
-            Reason::Migrating,
             Reason::UpToDate,
             Reason::Migrated,
             Reason::AheadOfOperator,
