@@ -1,10 +1,12 @@
-//! One box table converged against its database, without Kubernetes: connect, then run, observe
-//! or drop. The controller and the `migrate` command both go through here, so they share one code
+//! One box table converged against its database, without Kubernetes: borrow a session from the
+//! [`SessionPool`], then run, observe or drop, and hand the session back only if the run ended
+//! cleanly. The controller and the `migrate` command both go through here, so they share one code
 //! path.
 
 use tokio_util::sync::CancellationToken;
 
-use crate::db::{ConnStrError, ConnectError, ConnectionSettings, Session};
+use crate::db::pool::CheckoutError;
+use crate::db::{ConnStrError, ConnectError, PooledSession, SessionKey, SessionPool};
 use std::time::Duration;
 
 use crate::lock::{Holder, LockError};
@@ -20,6 +22,9 @@ pub struct Target<'a> {
     pub ca_pem: Option<&'a [u8]>,
     /// `application_name` for the session, so a holder can be recognised in `pg_stat_activity`.
     pub application_name: &'a str,
+    /// Where the connection string came from (a Secret), so that the sessions opened with its
+    /// previous contents are closed once it changes; `None` when it cannot change.
+    pub source: Option<&'a str>,
 }
 
 /// Why converging failed. Each variant names the step; `reason()` gives the bounded reason.
@@ -31,6 +36,12 @@ pub enum ConvergeError {
     /// The session could not be opened.
     #[error("could not open a session")]
     Connect(#[source] ConnectError),
+    /// Shutdown came while the pass waited for a free session.
+    #[error("cancelled while waiting for a free session to {table}")]
+    Cancelled {
+        /// The table the pass was for.
+        table: String,
+    },
     /// The run, observation or drop failed.
     #[error("{operation} failed")]
     Run {
@@ -88,35 +99,49 @@ impl ConvergeError {
         match self {
             ConvergeError::ConnectionString(e) => e.reason(),
             ConvergeError::Connect(e) => e.reason(),
+            ConvergeError::Cancelled { .. } => Reason::Cancelled,
             ConvergeError::Run { source, .. } => source.reason(),
         }
     }
 }
 
-/// Parses the target's connection string and opens a dedicated session.
+/// Borrows a session for `target` from `pool` (waiting while the target's sessions are all lent).
 ///
 /// # Errors
-/// [`ConvergeError::ConnectionString`] or [`ConvergeError::Connect`].
-pub async fn open(target: &Target<'_>) -> Result<Session, ConvergeError> {
-    let settings = ConnectionSettings::parse(target.connection_string)
+/// [`ConvergeError::ConnectionString`], [`ConvergeError::Connect`] or, when `cancel` fires while
+/// waiting, [`ConvergeError::Cancelled`].
+pub async fn checkout<'p>(
+    pool: &'p SessionPool,
+    target: &Target<'_>,
+    plan: &Plan,
+    cancel: &CancellationToken,
+) -> Result<PooledSession<'p>, ConvergeError> {
+    let key = SessionKey::new(target.connection_string, target.ca_pem)
         .map_err(ConvergeError::ConnectionString)?;
-    Session::connect(&settings, target.ca_pem, target.application_name)
+    pool.checkout(&key, target.source, target.application_name, cancel)
         .await
-        .map_err(ConvergeError::Connect)
+        .map_err(|error| match error {
+            CheckoutError::Connect(error) => ConvergeError::Connect(error),
+            CheckoutError::Cancelled => ConvergeError::Cancelled {
+                table: plan.table.to_string(),
+            },
+        })
 }
 
 /// Brings the table to its target version (see [`migrate::run`]; `gate` as in
 /// [`migrate::runner::run_gated`]), then compares the table with
 /// the shape of the version it is at ([`Outcome::drift`]; a failed read is logged and leaves it
-/// unchecked).
+/// unchecked). The session goes back to the pool only when the run and the drift read succeeded
+/// and the lock was released by this session.
 ///
 /// # Errors
 /// [`ConvergeError`] for the step that failed.
 ///
 /// # Cancel safety
-/// Cancelling `cancel` abandons a lock wait or cancels the running statement, rolls back and
-/// releases the lock.
+/// Cancelling `cancel` abandons the wait for a session or the lock, or cancels the running
+/// statement, rolls back and releases the lock. Dropping the future closes the session.
 pub async fn migrate<G, F>(
+    pool: &SessionPool,
     target: &Target<'_>,
     plan: &Plan,
     cancel: &CancellationToken,
@@ -127,58 +152,75 @@ where
     G: FnOnce() -> F + Send,
     F: std::future::Future<Output = Result<(), migrate::runner::Withdrawal>> + Send,
 {
-    let mut session = open(target).await?;
-    let mut outcome = migrate::runner::run_gated(&mut session, plan, cancel, on_waiting, gate)
+    let mut lent = checkout(pool, target, plan, cancel).await?;
+    let session = lent.session();
+    let mut outcome = migrate::runner::run_gated(session, plan, cancel, on_waiting, gate)
         .await
         .map_err(|source| ConvergeError::Run {
             operation: "migration",
             source,
         })?;
+    let mut clean = !outcome.lock_lost_after_commit;
     outcome.drift = match migrate::inspect::drift(session.client(), plan, outcome.to_version).await
     {
         Ok(report) => report,
         Err(error) => {
             tracing::warn!(table = %plan.table, error = %crate::report::chain(&error), "reading the table's shape for the drift check failed");
+            clean = false;
             None
         }
     };
+    if clean {
+        lent.give_back().await;
+    }
     Ok(outcome)
 }
 
-/// As [`migrate`], on a session the caller already holds (to reuse one session for many tables;
-/// each run still takes and releases its own table's lock).
+/// As [`migrate`] without the gate and without the drift check (the `migrate` command).
 ///
 /// # Errors
-/// [`ConvergeError::Run`].
+/// [`ConvergeError`] for the step that failed.
 ///
 /// # Cancel safety
-/// As [`migrate`]. After an error, drop the session rather than reuse it.
-pub async fn migrate_on(
-    session: &mut Session,
+/// As [`migrate`].
+pub async fn migrate_unchecked(
+    pool: &SessionPool,
+    target: &Target<'_>,
     plan: &Plan,
     cancel: &CancellationToken,
-    on_waiting: impl FnOnce(Option<Holder>) + Send,
 ) -> Result<Outcome, ConvergeError> {
-    migrate::run(session, plan, cancel, on_waiting)
+    let mut lent = checkout(pool, target, plan, cancel).await?;
+    let outcome = migrate::run(lent.session(), plan, cancel, |_| {})
         .await
         .map_err(|source| ConvergeError::Run {
             operation: "migration",
             source,
-        })
+        })?;
+    if !outcome.lock_lost_after_commit {
+        lent.give_back().await;
+    }
+    Ok(outcome)
 }
 
 /// Reports where the table stands without changing anything (for `suspend: true`).
 ///
 /// # Errors
 /// [`ConvergeError`] for the step that failed.
-pub async fn observe(target: &Target<'_>, plan: &Plan) -> Result<Observation, ConvergeError> {
-    let session = open(target).await?;
-    migrate::observe(&session, plan)
+pub async fn observe(
+    pool: &SessionPool,
+    target: &Target<'_>,
+    plan: &Plan,
+    cancel: &CancellationToken,
+) -> Result<Observation, ConvergeError> {
+    let mut lent = checkout(pool, target, plan, cancel).await?;
+    let observation = migrate::observe(lent.session(), plan)
         .await
         .map_err(|source| ConvergeError::Run {
             operation: "observation",
             source,
-        })
+        })?;
+    lent.give_back().await;
+    Ok(observation)
 }
 
 /// What a run would do now and the statements it would send, read without the lock
@@ -186,13 +228,21 @@ pub async fn observe(target: &Target<'_>, plan: &Plan) -> Result<Observation, Co
 ///
 /// # Errors
 /// [`ConvergeError`] for the step that failed.
-pub async fn preview(session: &Session, plan: &Plan) -> Result<migrate::Preview, ConvergeError> {
-    migrate::preview(session, plan)
+pub async fn preview(
+    pool: &SessionPool,
+    target: &Target<'_>,
+    plan: &Plan,
+    cancel: &CancellationToken,
+) -> Result<migrate::Preview, ConvergeError> {
+    let mut lent = checkout(pool, target, plan, cancel).await?;
+    let preview = migrate::preview(lent.session(), plan)
         .await
         .map_err(|source| ConvergeError::Run {
             operation: "plan",
             source,
-        })
+        })?;
+    lent.give_back().await;
+    Ok(preview)
 }
 
 /// Drops the table and its history rows under the lock (for `deletionPolicy: Drop`), if
@@ -202,23 +252,26 @@ pub async fn preview(session: &Session, plan: &Plan) -> Result<migrate::Preview,
 /// [`ConvergeError`] for the step that failed.
 ///
 /// # Cancel safety
-/// Cancelling `cancel` abandons a lock wait or cancels the running statement, rolls back and
-/// releases the lock.
+/// Cancelling `cancel` abandons the wait for a session or the lock, or cancels the running
+/// statement, rolls back and releases the lock.
 ///
 /// # Idempotency
 /// A table that is already gone is success.
 pub async fn drop(
+    pool: &SessionPool,
     target: &Target<'_>,
     plan: &Plan,
     request: &DropRequest,
     cancel: &CancellationToken,
     on_waiting: impl FnOnce(Option<Holder>) + Send,
 ) -> Result<DropOutcome, ConvergeError> {
-    let mut session = open(target).await?;
-    migrate::drop_box_table(&mut session, plan, request, cancel, on_waiting)
+    let mut lent = checkout(pool, target, plan, cancel).await?;
+    let outcome = migrate::drop_box_table(lent.session(), plan, request, cancel, on_waiting)
         .await
         .map_err(|source| ConvergeError::Run {
             operation: "drop",
             source,
-        })
+        })?;
+    lent.give_back().await;
+    Ok(outcome)
 }

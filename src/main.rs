@@ -83,6 +83,17 @@ struct RunArgs {
     /// `SecretNotSelected`. Default: every Secret's metadata is watched.
     #[arg(long, env = "SECRET_LABEL_SELECTOR")]
     secret_label_selector: Option<String>,
+    /// PostgreSQL sessions open at once per database target (connection string and CA bundle);
+    /// passes for tables on that database wait for a free one. Sessions are kept between passes.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..))]
+    db_sessions_per_target: u16,
+    /// An idle PostgreSQL session unused this long is closed; keep it above --resync-interval so
+    /// that a resync finds the sessions of the previous one.
+    #[arg(long, default_value = "10m", value_parser = parse_interval)]
+    db_session_idle_timeout: Duration,
+    /// Idle PostgreSQL sessions kept across all databases; past it the oldest idle one is closed.
+    #[arg(long, default_value_t = 64)]
+    db_max_idle_sessions: usize,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -331,11 +342,17 @@ async fn run_controller(args: RunArgs) -> ExitCode {
         }),
         leader_timing: controller::leader::Timing::default(),
         secret_label_selector: args.secret_label_selector.clone().filter(|s| !s.is_empty()),
+        sessions: boxtable_operator::db::PoolSettings {
+            per_target: usize::from(args.db_sessions_per_target),
+            idle_timeout: args.db_session_idle_timeout,
+            max_idle: args.db_max_idle_sessions,
+        },
     };
     tracing::info!(
         namespaces = ?settings.namespaces,
         concurrency = settings.concurrency,
         resync = ?settings.resync,
+        db_sessions_per_target = settings.sessions.per_target,
         leader_election = settings.leader_election_namespace.is_some(),
         "starting controller"
     );

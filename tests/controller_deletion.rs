@@ -475,8 +475,12 @@ async fn every_drop_runs_exactly_once_even_when_a_pass_is_queued_behind_it_on_a_
     h.wait_ready("orders").await;
     let holder = h.hold_lock("orders-api", "public", "outbox").await;
     h.delete("orders").await;
-    wait_until("the drop's session waiting for the lock", || async {
-        h.operator_sessions().await == 1
+    // The status, not a count of sessions: the pass before kept its session open in the pool.
+    h.wait_for("orders", "the drop waiting for the lock", |bt| {
+        bt.status
+            .as_ref()
+            .and_then(|s| s.lock.as_ref())
+            .is_some_and(|l| l.state == LockState::Waiting)
     })
     .await;
     // Another trigger arrives while the drop waits, and from here the operator's cache stops

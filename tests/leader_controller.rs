@@ -157,6 +157,7 @@ fn replica(client: kube::Client, namespace: &str, identity: &str) -> Replica {
         leader_election_namespace: Some(namespace.to_owned()),
         leader_timing: TIMING,
         secret_label_selector: None,
+        sessions: Default::default(),
     };
     let task = tokio::spawn(controller::run(
         client,

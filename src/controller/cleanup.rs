@@ -11,7 +11,9 @@ use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::controller::Action;
 
-use super::context::{Context, ReconcileError, application_name, owner_of, read_secret, target};
+use super::context::{
+    Context, ReconcileError, application_name, owner_of, read_secret, secret_source, target,
+};
 use super::events::{self, Transition};
 use super::pass::Pass;
 use super::schedule::Trigger;
@@ -70,14 +72,22 @@ pub(super) async fn cleanup(
         }
     };
     let app = application_name(&pass.namespace, &pass.name);
-    let target = target(&secret, &app);
+    let source = secret_source(bt, &pass.namespace);
+    let target = target(&secret, &app, &source);
     let request = DropRequest {
         owner: owner_of(bt, &pass.namespace),
         consent: consented(bt, &plan),
         suspended: bt.spec.suspend,
     };
     let (on_waiting, contention) = super::pass::contention();
-    let run = crate::converge::drop(&target, &plan, &request, &ctx.shutdown, on_waiting);
+    let run = crate::converge::drop(
+        &ctx.sessions,
+        &target,
+        &plan,
+        &request,
+        &ctx.shutdown,
+        on_waiting,
+    );
     let result = pass.run_reporting_waits(&plan, contention, run).await;
     let table = plan.table.to_string();
     match result {

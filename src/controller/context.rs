@@ -46,6 +46,8 @@ pub struct Context {
     pub(crate) holds: Arc<Holds>,
     /// Reads referenced Secrets (one GET per new resourceVersion).
     pub secrets: Arc<secrets::SecretReader>,
+    /// The PostgreSQL sessions kept between passes, shared by every pass of this process.
+    pub sessions: Arc<crate::db::SessionPool>,
 }
 
 /// Why a pass failed in a way that needs a retry with backoff (database-level failures are not
@@ -123,11 +125,23 @@ pub(super) fn application_name(namespace: &str, name: &str) -> String {
     format!("{CONTROLLER_NAME}/{namespace}/{name}")
 }
 
-/// Where a BoxTable's table lives, from its Secret.
-pub(super) fn target<'a>(secret: &'a DatabaseSecret, application_name: &'a str) -> Target<'a> {
+/// Where a BoxTable's table lives, from its Secret (`source`, see [`secret_source`]).
+pub(super) fn target<'a>(
+    secret: &'a DatabaseSecret,
+    application_name: &'a str,
+    source: &'a str,
+) -> Target<'a> {
     Target {
         connection_string: &secret.connection_string,
         ca_pem: secret.ca_pem.as_deref(),
         application_name,
+        source: Some(source),
     }
+}
+
+/// The Secret and key a BoxTable reads its connection string from, as the session pool's source:
+/// when its contents change, the sessions opened with the previous ones are closed.
+pub(super) fn secret_source(bt: &BoxTable, namespace: &str) -> String {
+    let secret_ref = &bt.spec.database.secret_ref;
+    format!("{namespace}/{}/{}", secret_ref.name, secret_ref.key)
 }

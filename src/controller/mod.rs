@@ -58,6 +58,9 @@ pub struct Settings {
     /// Watch (and read) only the Secrets with these labels (`--secret-label-selector`); a
     /// referenced Secret without them is reported as `SecretNotSelected`.
     pub secret_label_selector: Option<String>,
+    /// How many PostgreSQL sessions are kept, per database target and in all, and for how long
+    /// (`--db-sessions-per-target`, `--db-session-idle-timeout`, `--db-max-idle-sessions`).
+    pub sessions: crate::db::PoolSettings,
 }
 
 /// Why the controller stopped before shutdown was asked for.
@@ -162,6 +165,16 @@ pub async fn run(
         instance: Some(settings.instance.clone()),
     };
     let recorder = Recorder::new(client.clone(), reporter);
+    // One pool for every namespace scope: passes of all scopes share a database's sessions.
+    let sessions = Arc::new(crate::db::SessionPool::with_events(
+        settings.sessions,
+        metrics.clone(),
+    ));
+    let expiry = {
+        let sessions = sessions.clone();
+        let stop = stop.clone();
+        tokio::spawn(async move { sessions.expire_idle_until(&stop).await })
+    };
     let scopes: Vec<Option<String>> = if settings.namespaces.is_empty() {
         vec![None]
     } else {
@@ -214,6 +227,7 @@ pub async fn run(
             shutdown: stop.clone(),
             holds,
             secrets: reader,
+            sessions: sessions.clone(),
         });
         let readiness = readiness.clone();
         let ready_store = store.clone();
@@ -273,6 +287,10 @@ pub async fn run(
         });
     }
     futures::future::join_all(controllers).await;
+    // Every pass has ended: close the idle sessions now rather than when the process exits.
+    stop.cancel();
+    let _ = expiry.await;
+    sessions.close();
     metrics.set_leader(false);
     // On shutdown the elector hands the Lease back (bounded by its request timeouts); wait for
     // it, or the process could exit first and leave standbys waiting for the Lease to expire.

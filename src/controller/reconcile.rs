@@ -16,7 +16,9 @@ use tracing::Instrument;
 
 use super::cleanup::{Cleanup, cleanup};
 use super::conflicts;
-use super::context::{Context, ReconcileError, application_name, owner_of, read_secret, target};
+use super::context::{
+    Context, ReconcileError, application_name, owner_of, read_secret, secret_source, target,
+};
 use super::events;
 use super::finalizer;
 use super::pass::Pass;
@@ -202,9 +204,10 @@ async fn apply(
         tracing::warn!(error = %chain(&error), "keeping the connection secret for a later drop failed");
     }
     let app = application_name(&pass.namespace, &pass.name);
-    let target = target(&secret, &app);
+    let source = secret_source(bt, &pass.namespace);
+    let target = target(&secret, &app, &source);
     if bt.spec.suspend {
-        let observed = match converge::observe(&target, &plan).await {
+        let observed = match converge::observe(&ctx.sessions, &target, &plan, &ctx.shutdown).await {
             Ok(found) => Observed::Suspended {
                 applied_version: (found.current_version > 0).then_some(found.current_version),
                 would: Some(found.decision),
@@ -254,9 +257,14 @@ async fn migrate(
     let ctx = pass.ctx;
     let (on_waiting, contention) = super::pass::contention();
     let (api, bt) = (pass.api, pass.bt);
-    let run = converge::migrate(target, plan, &ctx.shutdown, on_waiting, move || {
-        still_wanted(api, bt)
-    });
+    let run = converge::migrate(
+        &ctx.sessions,
+        target,
+        plan,
+        &ctx.shutdown,
+        on_waiting,
+        move || still_wanted(api, bt),
+    );
     let result = pass.run_reporting_waits(plan, contention, run).await;
     let observed = match result {
         Ok(outcome) => {

@@ -1,5 +1,6 @@
 //! One dedicated PostgreSQL session: the connection that takes the lock and runs the transaction.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::task::JoinHandle;
@@ -116,6 +117,7 @@ pub struct Session {
     tls: Option<MakeRustlsConnect>,
     backend_pid: i32,
     server_version_num: i32,
+    preflight_passed: AtomicBool,
     connection: JoinHandle<()>,
 }
 
@@ -252,6 +254,7 @@ impl Session {
             tls: cancel_tls,
             backend_pid,
             server_version_num,
+            preflight_passed: AtomicBool::new(false),
             connection,
         })
     }
@@ -287,6 +290,17 @@ impl Session {
             Some(tls) => self.cancel.cancel_query(tls.clone()).await,
             None => self.cancel.cancel_query(NoTls).await,
         }
+    }
+
+    /// Whether a run's preflight (pooler and hot-standby checks) has passed on this session; it
+    /// runs once per session.
+    pub fn preflight_passed(&self) -> bool {
+        self.preflight_passed.load(Ordering::Relaxed)
+    }
+
+    /// Records that the preflight passed on this session.
+    pub fn mark_preflight_passed(&self) {
+        self.preflight_passed.store(true, Ordering::Relaxed);
     }
 
     /// Whether the connection has closed.
@@ -348,6 +362,11 @@ fn classify(
         user,
         source,
     }
+}
+
+/// `application_name` as the server keeps it: at most 63 bytes, cut at a character boundary.
+pub(super) fn application_name_prefix(application_name: &str) -> &str {
+    crate::report::prefix(application_name, APPLICATION_NAME_MAX)
 }
 
 /// `host:port` of the first host, for error messages; never includes credentials.

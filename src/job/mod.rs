@@ -4,7 +4,6 @@
 
 pub mod render;
 mod result;
-mod sessions;
 
 use futures::StreamExt;
 use kube::ResourceExt;
@@ -13,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use crate::controller::secrets;
 use crate::converge::{self, Target};
 use crate::crd::BoxTable;
-use crate::db::ConnectionSettings;
+use crate::db::{ConnectionSettings, PoolSettings, SessionPool};
 use crate::lock::LockIdentity;
 use crate::manifests::{Document, Manifests};
 use crate::migrate::{Plan, RunPath};
@@ -24,7 +23,6 @@ use crate::status::{self, Observed};
 pub use result::{
     DatabaseTarget, DriftSummary, PlanReport, PlannedStatement, TableResult, Verdict, worst,
 };
-use sessions::Sessions;
 
 /// `application_name` of the command's sessions.
 pub const APPLICATION_NAME: &str = "boxtable-operator-migrate";
@@ -62,7 +60,13 @@ pub async fn run(
     cancel: &CancellationToken,
 ) -> Vec<TableResult> {
     let concurrency = options.concurrency.max(1);
-    let sessions = Sessions::default();
+    // Idle sessions are kept between tables, so a run over many tables does not pay a connection
+    // handshake per table; at most `concurrency` are ever open per database.
+    let sessions = SessionPool::new(PoolSettings {
+        per_target: concurrency,
+        max_idle: concurrency.max(PoolSettings::default().max_idle),
+        ..PoolSettings::default()
+    });
     let sessions = &sessions;
     let mut results: Vec<(String, usize, TableResult)> =
         futures::stream::iter(manifests.boxtables.iter())
@@ -128,7 +132,7 @@ async fn one(
     document: &Document,
     manifests: &Manifests,
     options: &Options,
-    sessions: &Sessions,
+    sessions: &SessionPool,
     cancel: &CancellationToken,
 ) -> TableResult {
     let bt = &document.boxtable;
@@ -180,10 +184,10 @@ async fn one(
         connection_string: &connection_string,
         ca_pem: ca_pem.as_deref(),
         application_name: APPLICATION_NAME,
+        source: None,
     };
-    let key = (connection_string.clone(), ca_pem.clone());
     match options.mode {
-        Mode::Plan => match planned(sessions, key, &target, &plan, bt.spec.suspend).await {
+        Mode::Plan => match planned(sessions, &target, &plan, bt.spec.suspend, cancel).await {
             Ok((verdict, reason, message, report)) => {
                 result.result = verdict;
                 result.reason = reason;
@@ -202,7 +206,7 @@ async fn one(
         },
         Mode::Apply => {
             let observed = if bt.spec.suspend {
-                match converge::observe(&target, &plan).await {
+                match converge::observe(sessions, &target, &plan, cancel).await {
                     Ok(found) => Observed::Suspended {
                         applied_version: (found.current_version > 0)
                             .then_some(found.current_version),
@@ -211,7 +215,7 @@ async fn one(
                     Err(error) => error.observed(),
                 }
             } else {
-                match sessions.migrate(key, &target, &plan, cancel).await {
+                match converge::migrate_unchecked(sessions, &target, &plan, cancel).await {
                     Ok(outcome) => Observed::Succeeded(outcome),
                     Err(error) => error.observed(),
                 }
@@ -288,13 +292,13 @@ fn failed(
 
 /// Plans one table: the verdict, reason, message and the statements a run would send.
 async fn planned(
-    sessions: &Sessions,
-    key: sessions::SessionKey,
+    sessions: &SessionPool,
     target: &Target<'_>,
     plan: &Plan,
     suspended: bool,
+    cancel: &CancellationToken,
 ) -> Result<(Verdict, String, String, PlanReport), converge::ConvergeError> {
-    let preview = sessions.preview(key, target, plan).await?;
+    let preview = converge::preview(sessions, target, plan, cancel).await?;
     let decision = preview.decision;
     let path = decision.path();
     let (from, to) = (decision.from_version(), decision.to_version());

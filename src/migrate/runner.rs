@@ -223,12 +223,19 @@ async fn up_to_date_without_lock(
 /// major (known from the session's setup, no round trip), a session whose statements reach
 /// another backend than the one it connected to (a transaction- or statement-mode pooler, which
 /// cannot keep a session lock) and a hot standby (read-only).
+///
+/// The round trip runs once per session: a session kept for later passes is checked for its
+/// backend again each time it is lent (see [`crate::db::pool`]), and a server that is a primary
+/// when a session starts does not turn into a standby under it (a demotion ends every session).
 pub(super) async fn preflight(
     session: &Session,
     plan: &Plan,
     identity: &LockIdentity,
 ) -> Result<(), RunError> {
     super::server::check_supported(session.server_version_num(), &plan.table)?;
+    if session.preflight_passed() {
+        return Ok(());
+    }
     let operation = "checking the session";
     let rows = session
         .client()
@@ -256,6 +263,7 @@ pub(super) async fn preflight(
             table: plan.table.to_string(),
         });
     }
+    session.mark_preflight_passed();
     Ok(())
 }
 

@@ -11,6 +11,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 use super::objects::{ObjectGauges, ObjectSource};
+use crate::db::pool::{Closed, Opened, PoolEvents};
 use crate::lock::Blocked;
 use crate::migrate::BoxKind;
 use crate::reason::Reason;
@@ -147,6 +148,10 @@ pub struct Metrics {
     lock_held: Gauge,
     lock_blocked_sessions: Counter,
     lock_blocked_wait: Histogram,
+    sessions_opened: Family<ReasonLabels, Counter>,
+    sessions_closed: Family<ReasonLabels, Counter>,
+    sessions_open: Gauge,
+    sessions_idle: Gauge,
     objects: std::sync::RwLock<ObjectGauges>,
 }
 
@@ -178,6 +183,24 @@ impl Metrics {
         let lock_blocked_sessions = Counter::default();
         let lock_blocked_wait =
             Histogram::new([0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0]);
+        let sessions_opened = Family::<ReasonLabels, Counter>::default();
+        for why in Opened::ALL {
+            sessions_opened
+                .get_or_create(&ReasonLabels {
+                    reason: why.as_str(),
+                })
+                .inc_by(0);
+        }
+        let sessions_closed = Family::<ReasonLabels, Counter>::default();
+        for why in Closed::ALL {
+            sessions_closed
+                .get_or_create(&ReasonLabels {
+                    reason: why.as_str(),
+                })
+                .inc_by(0);
+        }
+        let sessions_open = Gauge::default();
+        let sessions_idle = Gauge::default();
         let build_info = Family::<BuildLabels, Gauge>::default();
         build_info
             .get_or_create(&BuildLabels {
@@ -301,6 +324,26 @@ impl Metrics {
             "At each release that found sessions blocked on the lock: how long the longest of them had waited",
             lock_blocked_wait.clone(),
         );
+        registry.register(
+            "db_sessions_opened",
+            "PostgreSQL sessions opened, by reason (none_idle: no idle session for the database; replaced_broken: the idle one failed its check)",
+            sessions_opened.clone(),
+        );
+        registry.register(
+            "db_sessions_closed",
+            "PostgreSQL sessions closed, by reason (not_clean, broken, idle_timeout, idle_cap, superseded, shutdown)",
+            sessions_closed.clone(),
+        );
+        registry.register(
+            "db_sessions_open",
+            "PostgreSQL sessions open now, lent to a pass or idle",
+            sessions_open.clone(),
+        );
+        registry.register(
+            "db_sessions_idle",
+            "PostgreSQL sessions open now and idle, kept for the next pass",
+            sessions_idle.clone(),
+        );
         let objects = ObjectGauges::register(&mut registry);
         Self {
             registry,
@@ -317,6 +360,10 @@ impl Metrics {
             lock_held,
             lock_blocked_sessions,
             lock_blocked_wait,
+            sessions_opened,
+            sessions_closed,
+            sessions_open,
+            sessions_idle,
             objects: std::sync::RwLock::new(objects),
         }
     }
@@ -419,6 +466,31 @@ impl Metrics {
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &self.registry)?;
         Ok(out)
+    }
+}
+
+impl PoolEvents for Metrics {
+    fn opened(&self, why: Opened) {
+        self.sessions_opened
+            .get_or_create(&ReasonLabels {
+                reason: why.as_str(),
+            })
+            .inc();
+    }
+
+    fn closed(&self, why: Closed) {
+        self.sessions_closed
+            .get_or_create(&ReasonLabels {
+                reason: why.as_str(),
+            })
+            .inc();
+    }
+
+    fn sizes(&self, open: usize, idle: usize) {
+        self.sessions_open
+            .set(i64::try_from(open).unwrap_or(i64::MAX));
+        self.sessions_idle
+            .set(i64::try_from(idle).unwrap_or(i64::MAX));
     }
 }
 

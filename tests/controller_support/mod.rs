@@ -323,6 +323,7 @@ fn spawn_controller(
         leader_election_namespace: None,
         leader_timing: Default::default(),
         secret_label_selector,
+        sessions: Default::default(),
     };
     tokio::spawn(controller::run(
         client.clone(),
