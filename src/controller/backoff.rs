@@ -53,8 +53,9 @@ impl Backoff {
         }
     }
 
-    /// Consecutive failures recorded for `uid`.
-    pub fn failures(&self, uid: &str) -> u32 {
+    /// Consecutive failures recorded for `uid` (what the tests below check).
+    #[cfg(test)]
+    fn failures(&self, uid: &str) -> u32 {
         self.failures
             .lock()
             .ok()

@@ -38,8 +38,6 @@ pub struct Context {
     pub schedule: Arc<Schedule>,
     /// Drift-check interval.
     pub resync: Duration,
-    /// This replica's identity.
-    pub instance: String,
     /// Fires on shutdown: waits are abandoned, migrations cancelled.
     pub shutdown: CancellationToken,
     /// Which Secrets carry which BoxTable's finalizer, from the Secret watch.

@@ -223,7 +223,6 @@ pub async fn run(
             backoff: backoff::Backoff::new(settings.retry_base),
             schedule: schedule.clone(),
             resync: settings.resync,
-            instance: settings.instance.clone(),
             shutdown: stop.clone(),
             holds,
             secrets: reader,

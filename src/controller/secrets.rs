@@ -30,8 +30,6 @@ pub struct DatabaseSecret {
     pub connection_string: String,
     /// The CA bundle, when the Secret has `ca.crt`.
     pub ca_pem: Option<Vec<u8>>,
-    /// The Secret's resourceVersion, so a rotation is visible.
-    pub resource_version: Option<String>,
     /// The Secret's finalizers.
     pub finalizers: Vec<String>,
     /// Whether the Secret is being deleted (it stays readable while a finalizer holds it).
@@ -199,11 +197,6 @@ impl SecretReader {
         self.read.lock().ok()?.get(key).cloned()
     }
 
-    /// Forgets what was read of `namespace/name` (the watch saw it deleted).
-    pub fn forget_secret(&self, namespace: &str, name: &str) {
-        self.forget(&(namespace.to_owned(), name.to_owned()));
-    }
-
     fn forget(&self, key: &(String, String)) {
         if let Ok(mut read) = self.read.lock() {
             read.remove(key);
@@ -230,7 +223,6 @@ fn extract(
     Ok(DatabaseSecret {
         connection_string: connection_string.trim().to_owned(),
         ca_pem: lookup(secret, CA_KEY),
-        resource_version: secret.metadata.resource_version.clone(),
         finalizers: secret.metadata.finalizers.clone().unwrap_or_default(),
         deleting: secret.metadata.deletion_timestamp.is_some(),
     })

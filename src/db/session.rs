@@ -264,11 +264,6 @@ impl Session {
         &self.client
     }
 
-    /// The client, mutably (to open a transaction).
-    pub fn client_mut(&mut self) -> &mut Client {
-        &mut self.client
-    }
-
     /// The server process id of this session, read once at connect. A different pid later (or
     /// pids that differ between sessions opened to the same backend) points at a pooler.
     pub fn backend_pid(&self) -> i32 {

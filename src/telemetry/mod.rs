@@ -6,9 +6,9 @@ mod otlp;
 mod server;
 
 pub use metrics::{DropResult, LockOutcome, Metrics, REVISION, ReconcileResult, VERSION};
-pub use objects::{NO_REASON, ObjectSource, ObjectState, UNKNOWN_REASON, state_of};
-pub use otlp::{SpanExport, TRACES_PATH};
-pub use server::{Readiness, TelemetryServer, serve};
+pub use objects::ObjectSource;
+pub use otlp::SpanExport;
+pub use server::{Readiness, TelemetryServer};
 
 use std::str::FromStr;
 use tracing_subscriber::EnvFilter;
@@ -82,20 +82,12 @@ pub fn log_filter() -> Result<EnvFilter, TelemetryError> {
 
 /// Installs the global log subscriber: `format` lines on stderr, level from `RUST_LOG`
 /// (default `info`), coloured only when stderr is a terminal (a log file or collector gets plain
-/// text).
+/// text); with `spans`, every span the filter lets through is also exported over OTLP (see
+/// [`SpanExport`]).
 ///
 /// # Errors
 /// [`TelemetryError::LogFilter`] for a bad `RUST_LOG`; [`TelemetryError::InstallLogger`] when a
 /// subscriber is already installed.
-pub fn init_logging(format: LogFormat) -> Result<(), TelemetryError> {
-    init_logging_with(format, None)
-}
-
-/// As [`init_logging`], and with `spans`, every span the filter lets through is also exported
-/// over OTLP (see [`SpanExport`]).
-///
-/// # Errors
-/// As [`init_logging`].
 pub fn init_logging_with(
     format: LogFormat,
     spans: Option<&SpanExport>,

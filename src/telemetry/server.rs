@@ -93,22 +93,6 @@ impl TelemetryServer {
     }
 }
 
-/// Binds `addr` and serves `/metrics`, `/healthz` and `/readyz` until `shutdown` is cancelled.
-///
-/// # Errors
-/// [`TelemetryError::Bind`] or [`TelemetryError::Serve`].
-pub async fn serve(
-    addr: SocketAddr,
-    metrics: Arc<Metrics>,
-    readiness: Readiness,
-    shutdown: CancellationToken,
-) -> Result<(), TelemetryError> {
-    TelemetryServer::bind(addr)
-        .await?
-        .serve(metrics, readiness, shutdown)
-        .await
-}
-
 async fn metrics_handler(State(state): State<AppState>) -> Response {
     match state.metrics.encode() {
         Ok(body) => ([(header::CONTENT_TYPE, OPENMETRICS)], body).into_response(),
