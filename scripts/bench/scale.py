@@ -1,0 +1,426 @@
+#!/usr/bin/env python3
+"""Benchmark item 6: the operator at scale on the real kube-apiserver (scripts/control-plane.sh).
+
+    scale.py --server URL --ca ca.crt --cert admin.crt --key admin.key --audit-log audit.log \
+        --operator-user USER --operator-cmd 'boxtable-operator run ...' --metrics URL \
+        --database-url URL --psql PSQL --admin-url URL --database NAME \
+        --count 10000 --schemas 1000 --secrets 2000 --secret-kib 200 --json out.json
+
+Setup (not timed as the operator's time; the durations are reported):
+1. Namespace `bench` with Secret `bench-db` (key connectionString), and namespace `bench-noise` with
+   --secrets unrelated Secrets of --secret-kib KiB each (random data), POSTed in parallel.
+2. Starts the operator (--operator-cmd) and waits for its /readyz (its caches have synced).
+
+Convergence:
+3. Opens a watch on BoxTables in `bench`, then POSTs --count BoxTables in parallel (outbox tables
+   t00..t09 spread over schemas s0001.. of one database, --count / --schemas per schema); the clock
+   starts before the first POST. Ready = every BoxTable's Ready condition True, as seen by the watch.
+4. Reads the operator's VmHWM (peak RSS), stops it, and counts from the audit log the requests made
+   by --operator-user between the first POST and the last Ready (by verb and resource), and from
+   pg_stat_database.sessions the sessions opened on the database (read after the operator has
+   exited, when every session's counters are flushed).
+
+No-op resync:
+5. Starts the operator again: every BoxTable is new to it, so it makes one pass over each (a drift
+   check that finds the table up to date). Measured from process start (so the initial list and
+   watch are included) until boxtable_reconciles_total counts --count passes, with the requests,
+   status writes (must be 0), sessions and VmHWM of that process.
+"""
+import argparse
+import base64
+import concurrent.futures
+import http.client
+import json
+import os
+import signal
+import ssl
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+import urllib.request
+
+BOXTABLES = "/apis/brighter.dev/v1alpha1/namespaces/bench/boxtables"
+
+
+class Api:
+    """One keep-alive HTTPS connection with the admin's client certificate."""
+
+    def __init__(self, args, timeout=120):
+        parsed = urllib.parse.urlparse(args.server)
+        self.host, self.port = parsed.hostname, parsed.port
+        self.ctx = ssl.create_default_context(cafile=args.ca)
+        self.ctx.load_cert_chain(args.cert, args.key)
+        self.timeout = timeout
+        self.conn = None
+
+    def connect(self):
+        self.conn = http.client.HTTPSConnection(self.host, self.port, context=self.ctx, timeout=self.timeout)
+
+    def call(self, method, path, body=None, content_type="application/json"):
+        headers = {"Content-Type": content_type, "Accept": "application/json"}
+        for attempt in range(3):
+            try:
+                if self.conn is None:
+                    self.connect()
+                self.conn.request(method, path, body=body, headers=headers)
+                resp = self.conn.getresponse()
+                return resp.status, resp.read()
+            except (http.client.HTTPException, OSError):
+                if self.conn is not None:
+                    self.conn.close()
+                self.conn = None
+                if attempt == 2:
+                    raise
+        raise RuntimeError("unreachable")
+
+
+def expect(status, payload, ok, what):
+    if status not in ok:
+        sys.exit(f"scale: {what}: HTTP {status}: {payload[:500]!r}")
+
+
+def post_all(args, path, bodies, threads):
+    """POSTs every body to path over `threads` keep-alive connections; returns the seconds taken."""
+    local = threading.local()
+
+    def one(body):
+        if not hasattr(local, "api"):
+            local.api = Api(args)
+        status, payload = local.api.call("POST", path, body)
+        expect(status, payload, (201, 409), f"POST {path}")
+
+    started = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(threads) as pool:
+        for f in concurrent.futures.as_completed([pool.submit(one, b) for b in bodies]):
+            f.result()
+    return time.monotonic() - started
+
+
+def namespace(api, name):
+    body = json.dumps({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}).encode()
+    status, payload = api.call("POST", "/api/v1/namespaces", body)
+    expect(status, payload, (201, 409), f"creating namespace {name}")
+
+
+def boxtable(i, schemas):
+    schema = f"s{i % schemas + 1:04d}"
+    table = f"t{i // schemas:02d}"
+    return json.dumps({
+        "apiVersion": "brighter.dev/v1alpha1",
+        "kind": "BoxTable",
+        "metadata": {"name": f"{schema}-{table}", "namespace": "bench"},
+        "spec": {
+            "box": "Outbox",
+            "schema": schema,
+            "table": table,
+            "database": {"secretRef": {"name": "bench-db", "key": "connectionString"}},
+        },
+    }).encode()
+
+
+def is_ready(obj):
+    for c in (obj.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "Ready":
+            return c.get("status") == "True"
+    return False
+
+
+class ReadyWatch(threading.Thread):
+    """Watches BoxTables in `bench` from resourceVersion `rv` and records when `count` are Ready."""
+
+    def __init__(self, args, rv, count, path=BOXTABLES):
+        super().__init__(daemon=True)
+        self.args, self.rv, self.count, self.path = args, rv, count, path
+        self.ready = {}
+        self.done = threading.Event()
+        self.error = None
+        self.progress = []
+        self.events = 0
+
+    def run(self):
+        try:
+            self.watch()
+        except Exception as e:  # reported by the main thread
+            self.error = e
+            self.done.set()
+
+    def watch(self):
+        api = Api(self.args, timeout=3600)
+        api.connect()
+        api.conn.request("GET", f"{self.path}?watch=1&resourceVersion={self.rv}&timeoutSeconds=3600",
+                         headers={"Accept": "application/json"})
+        resp = api.conn.getresponse()
+        if resp.status != 200:
+            raise RuntimeError(f"watch: HTTP {resp.status}: {resp.read()[:300]!r}")
+        buf = b""
+        n_ready = 0
+        while not self.done.is_set():
+            chunk = resp.read1(1 << 16)
+            if not chunk:
+                raise RuntimeError("watch closed by the server before every BoxTable was Ready")
+            buf += chunk
+            *lines, buf = buf.split(b"\n")
+            for line in lines:
+                if not line.strip():
+                    continue
+                event = json.loads(line)
+                self.events += 1
+                if event.get("type") == "ERROR":
+                    raise RuntimeError(f"watch error: {event.get('object')}")
+                obj = event["object"]
+                name = obj["metadata"]["name"]
+                ready = event["type"] != "DELETED" and is_ready(obj)
+                if self.ready.get(name, False) != ready:
+                    n_ready += 1 if ready else -1
+                self.ready[name] = ready
+                if n_ready == self.count and len(self.ready) == self.count:
+                    self.ready_at = time.monotonic()
+                    self.done.set()
+                    break
+            self.progress.append((time.monotonic(), n_ready))
+        resp.close()
+
+
+def vm_hwm_kib(pid):
+    with open(f"/proc/{pid}/status", encoding="ascii") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return 0
+
+
+def metrics(url):
+    try:
+        with urllib.request.urlopen(url + "/metrics", timeout=10) as r:
+            return r.read().decode()
+    except OSError:
+        return ""
+
+
+def metric_sum(text, name, labels=""):
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(name) and (line[len(name)] in " {") and labels in line:
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def sessions_metric(text):
+    """The operator's own count of database sessions it opened, if it exports one."""
+    found = None
+    for line in text.splitlines():
+        if line.startswith("boxtable_") and "session" in line.split("{")[0].split(" ")[0] \
+                and "opened" in line and not line.startswith("#"):
+            found = (found or 0) + float(line.rsplit(" ", 1)[1])
+    return found
+
+
+def sessions(args):
+    """Sessions ever opened on the databases named in args.database (and args.dev_database)."""
+    names = ", ".join(f"'{n}'" for n in (args.database, getattr(args, "dev_database", None)) if n)
+    out = subprocess.run(
+        [args.psql, "-X", "-tA", "-d", args.admin_url, "-c",
+         f"SELECT coalesce(sum(sessions), 0) FROM pg_stat_database WHERE datname IN ({names})"],
+        check=True, capture_output=True, text=True).stdout.strip()
+    return int(out or 0)
+
+
+def audit_size(args):
+    return os.path.getsize(args.audit_log)
+
+
+def audit_between(args, start, end):
+    """The operator's requests between two offsets of the audit log, by verb and resource."""
+    by = {}
+    with open(args.audit_log, "rb") as f:
+        f.seek(start)
+        data = f.read(end - start)
+    for line in data.splitlines():
+        try:
+            e = json.loads(line)
+        except ValueError:
+            continue
+        if (e.get("user") or {}).get("username") != args.operator_user:
+            continue
+        ref = e.get("objectRef") or {}
+        what = ref.get("resource", e.get("requestURI", "?"))
+        if ref.get("subresource"):
+            what += "/" + ref["subresource"]
+        key = f"{e.get('verb')} {what}"
+        by[key] = by.get(key, 0) + 1
+    return by
+
+
+def status_writes(by):
+    return sum(n for k, n in by.items() if k.split(" ")[0] in ("patch", "update") and k.endswith("/status"))
+
+
+RUNNING = []
+
+
+class Operator:
+    """The operator as a child process in its own process group (stopped on any exit)."""
+
+    def __init__(self, args, log):
+        RUNNING.append(self)
+        self.args = args
+        self.log = open(log, "wb")
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen(args.operator_cmd, shell=True, stdout=self.log, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+
+    def wait_ready(self, timeout):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                sys.exit(f"scale: the operator exited with {self.proc.returncode} (see its log)")
+            try:
+                with urllib.request.urlopen(self.args.metrics + "/readyz", timeout=5) as r:
+                    if r.status == 200:
+                        return time.monotonic() - self.started
+            except OSError:
+                pass
+            time.sleep(0.1)
+        sys.exit("scale: the operator never became ready")
+
+    def stop(self):
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self.log.close()
+
+
+def stop_running():
+    for op in RUNNING:
+        if op.proc.poll() is None:
+            os.killpg(op.proc.pid, signal.SIGKILL)
+            op.proc.wait()
+
+
+def install_signal_handlers():
+    def stop(*_):
+        stop_running()
+        sys.exit(143)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGHUP, stop)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    for a in ("server", "ca", "cert", "key", "audit-log", "operator-user", "operator-cmd", "metrics",
+              "database-url", "psql", "admin-url", "database", "json", "workdir"):
+        ap.add_argument("--" + a, required=True)
+    ap.add_argument("--count", type=int, default=10000)
+    ap.add_argument("--schemas", type=int, default=1000)
+    ap.add_argument("--secrets", type=int, default=2000)
+    ap.add_argument("--secret-kib", type=int, default=200)
+    ap.add_argument("--threads", type=int, default=8)
+    ap.add_argument("--timeout", type=float, default=900)
+    args = ap.parse_args()
+    api = Api(args)
+    out = {"count": args.count, "schemas": args.schemas, "secrets": args.secrets, "secret_kib": args.secret_kib}
+
+    namespace(api, "bench")
+    namespace(api, "bench-noise")
+    secret = json.dumps({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "bench-db", "namespace": "bench"},
+                         "stringData": {"connectionString": args.database_url}}).encode()
+    status, body = api.call("POST", "/api/v1/namespaces/bench/secrets", secret)
+    expect(status, body, (201,), "creating secret bench-db")
+    blob = base64.b64encode(os.urandom(args.secret_kib * 1024)).decode()
+    noise = [json.dumps({"apiVersion": "v1", "kind": "Secret",
+                         "metadata": {"name": f"noise-{i:05d}", "namespace": "bench-noise"},
+                         "data": {"blob": blob}}).encode() for i in range(args.secrets)]
+    out["secrets_post_seconds"] = post_all(args, "/api/v1/namespaces/bench-noise/secrets", noise, args.threads)
+    del noise
+    sys.stderr.write(f"  {args.secrets} Secrets of {args.secret_kib} KiB POSTed in {out['secrets_post_seconds']:.1f}s\n")
+
+    # ---- convergence
+    sessions_before = sessions(args)
+    op = Operator(args, os.path.join(args.workdir, "operator-1.log"))
+    out["operator_ready_seconds"] = op.wait_ready(120)
+    status, body = api.call("GET", f"{BOXTABLES}?limit=1")
+    expect(status, body, (200,), "listing boxtables")
+    rv = json.loads(body)["metadata"]["resourceVersion"]
+    watch = ReadyWatch(args, rv, args.count)
+    watch.start()
+    bodies = [boxtable(i, args.schemas) for i in range(args.count)]
+    audit_start = audit_size(args)
+    started = time.monotonic()
+    out["boxtables_post_seconds"] = post_all(args, BOXTABLES, bodies, args.threads)
+    sys.stderr.write(f"  {args.count} BoxTables POSTed in {out['boxtables_post_seconds']:.1f}s\n")
+    if not watch.done.wait(args.timeout):
+        n = sum(watch.ready.values())
+        op.stop()
+        sys.exit(f"scale: only {n}/{args.count} Ready after {args.timeout:.0f}s")
+    if watch.error:
+        op.stop()
+        sys.exit(f"scale: {watch.error}")
+    out["converge_seconds"] = watch.ready_at - started
+    out["peak_rss_kib"] = vm_hwm_kib(op.proc.pid)
+    text = metrics(args.metrics)
+    out["sessions_metric"] = sessions_metric(text)
+    out["reconciles"] = metric_sum(text, "boxtable_reconciles_total")
+    audit_end = audit_size(args)
+    out["watch_events"] = watch.events
+    out["progress"] = [(round(t - started, 1), n) for t, n in watch.progress[:: max(1, len(watch.progress) // 30)]]
+    op.stop()
+    by = audit_between(args, audit_start, audit_end)
+    out["operator_requests_by_verb"] = by
+    out["operator_requests"] = sum(by.values())
+    out["requests_per_boxtable"] = out["operator_requests"] / args.count
+    out["status_writes"] = status_writes(by)
+    out["sessions_opened"] = sessions(args) - sessions_before
+    sys.stderr.write(
+        f"  {args.count} BoxTables Ready in {out['converge_seconds']:.1f}s, peak RSS {out['peak_rss_kib'] / 1024:.1f} MiB, "
+        f"{out['requests_per_boxtable']:.2f} requests/BoxTable, {out['sessions_opened']} sessions opened\n"
+        f"  by verb: {json.dumps(by, sort_keys=True)}\n")
+
+    # ---- no-op resync: a restart, so every object gets one pass
+    sessions_before = sessions(args)
+    audit_start = audit_size(args)
+    op = Operator(args, os.path.join(args.workdir, "operator-2.log"))
+    out["resync_ready_seconds"] = op.wait_ready(120)
+    deadline = time.monotonic() + args.timeout
+    while True:
+        text = metrics(args.metrics)
+        passes = metric_sum(text, "boxtable_reconciles_total")
+        if passes >= args.count:
+            break
+        if time.monotonic() > deadline or op.proc.poll() is not None:
+            op.stop()
+            sys.exit(f"scale: the resync made only {passes:.0f}/{args.count} passes")
+        time.sleep(0.25)
+    out["resync_seconds"] = time.monotonic() - op.started
+    out["resync_passes"] = passes
+    out["resync_results"] = {k: metric_sum(text, "boxtable_reconciles_total", f'result="{k}"')
+                             for k in ("success", "retry", "stalled")}
+    out["resync_peak_rss_kib"] = vm_hwm_kib(op.proc.pid)
+    out["resync_sessions_metric"] = sessions_metric(text)
+    audit_end = audit_size(args)
+    op.stop()
+    by = audit_between(args, audit_start, audit_end)
+    out["resync_requests_by_verb"] = by
+    out["resync_requests"] = sum(by.values())
+    out["resync_status_writes"] = status_writes(by)
+    out["resync_sessions_opened"] = sessions(args) - sessions_before
+    sys.stderr.write(
+        f"  no-op resync (restart): {passes:.0f} passes in {out['resync_seconds']:.1f}s from process start, "
+        f"{out['resync_status_writes']} status writes, {out['resync_sessions_opened']} sessions, "
+        f"peak RSS {out['resync_peak_rss_kib'] / 1024:.1f} MiB\n  by verb: {json.dumps(by, sort_keys=True)}\n")
+    with open(args.json, "w", encoding="utf-8") as f:
+        json.dump(out, f, indent=1)
+
+
+if __name__ == "__main__":
+    install_signal_handlers()
+    try:
+        main()
+    finally:
+        stop_running()
