@@ -12,7 +12,7 @@
 
 use kube::ResourceExt;
 
-use crate::crd::BoxTable;
+use crate::crd::{BoxTable, BoxTableSpec};
 use crate::db::ConnectionSettings;
 use crate::plan;
 
@@ -89,12 +89,27 @@ pub fn seniors<'a>(
     let my_rank = seniority(bt);
     let mut older: Vec<&BoxTable> = all
         .into_iter()
-        .filter(|other| other.uid() != bt.uid() && other.metadata.deletion_timestamp.is_none())
+        .filter(|other| {
+            other.metadata.uid != bt.metadata.uid && other.metadata.deletion_timestamp.is_none()
+        })
+        .filter(|other| may_name_the_same_table(&bt.spec, &other.spec))
         .filter(|other| plan::resolve_table(&other.spec).is_ok_and(|t| t == mine))
         .filter(|other| seniority(other) < my_rank)
         .collect();
     older.sort_by_key(|other| seniority(other));
     older
+}
+
+/// Whether `a` and `b` can resolve to the same `schema.table`: their schema and table names as
+/// written are equal but for ASCII case (resolution validates and ASCII-lowercases each). It
+/// allocates nothing, so a pass over a cache of thousands of objects resolves only the few that
+/// pass it, instead of validating and lowercasing every name in the cache twice.
+fn may_name_the_same_table(a: &BoxTableSpec, b: &BoxTableSpec) -> bool {
+    fn raw_table(spec: &BoxTableSpec) -> &str {
+        let kind = crate::migrate::BoxKind::from(spec.box_kind);
+        spec.table.as_deref().unwrap_or(plan::default_table(kind))
+    }
+    a.schema.eq_ignore_ascii_case(&b.schema) && raw_table(a).eq_ignore_ascii_case(raw_table(b))
 }
 
 /// The older BoxTable that already manages `bt`'s table on `database`, if any, as
@@ -201,5 +216,76 @@ mod tests {
             None
         );
         assert_eq!(conflicting_owner(&later, &shop(), &all, |_| None), None);
+    }
+
+    fn named(name: &str, created: i64, schema: &str, table: Option<&str>) -> BoxTable {
+        let mut bt = boxtable(name, created, None);
+        bt.spec.schema = schema.to_owned();
+        bt.spec.table = table.map(str::to_owned);
+        bt
+    }
+
+    #[test]
+    fn names_written_in_another_case_are_the_same_table_and_other_names_are_not() {
+        let first = named("orders", 10, "Sales", Some("Outbox"));
+        let same = [
+            named("upper", 11, "SALES", Some("OUTBOX")),
+            named("default-table", 11, "sales", None),
+        ];
+        let mut inbox = named("inbox-default", 11, "sales", None);
+        inbox.spec.box_kind = BoxKind::Inbox;
+        let different = [
+            named("other-schema", 11, "billing", Some("outbox")),
+            named("other-table", 11, "sales", Some("outbox2")),
+            inbox,
+        ];
+        for later in &same {
+            let all = [first.clone(), later.clone()];
+            assert_eq!(
+                owner(later, &all),
+                Some("shop/orders".to_owned()),
+                "{}",
+                later.name_any()
+            );
+        }
+        for later in &different {
+            let all = [first.clone(), later.clone()];
+            assert_eq!(owner(later, &all), None, "{}", later.name_any());
+        }
+    }
+
+    #[test]
+    fn the_cheap_name_check_never_rules_out_a_pair_that_resolves_to_the_same_table() {
+        let schemas = ["public", "PUBLIC", "Sales", "sales", "s1", "bad-name", ""];
+        let tables = [
+            None,
+            Some("Outbox"),
+            Some("outbox"),
+            Some("OUTBOX2"),
+            Some("Inbox"),
+            Some("x y"),
+        ];
+        let mut specs = Vec::new();
+        for kind in [BoxKind::Outbox, BoxKind::Inbox] {
+            for schema in schemas {
+                for table in tables {
+                    let mut spec = BoxTableSpec::new(kind, "db");
+                    spec.schema = schema.to_owned();
+                    spec.table = table.map(str::to_owned);
+                    specs.push(spec);
+                }
+            }
+        }
+        for a in &specs {
+            for b in &specs {
+                let resolve_equal = matches!(
+                    (plan::resolve_table(a), plan::resolve_table(b)),
+                    (Ok(x), Ok(y)) if x == y
+                );
+                if resolve_equal {
+                    assert!(may_name_the_same_table(a, b), "{a:?} / {b:?}");
+                }
+            }
+        }
     }
 }
