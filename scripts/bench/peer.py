@@ -54,6 +54,19 @@ def boxtable(i, args):
     }).encode()
 
 
+def conditions(api, path):
+    """How many resources show each (status, reason, message) of their Ready condition."""
+    status, body = api.call("GET", path)
+    seen = {}
+    if status != 200:
+        return {"list failed": status}
+    for item in json.loads(body)["items"]:
+        ready = [c for c in (item.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"]
+        key = " / ".join(str(ready[0].get(k)) for k in ("status", "reason", "message")) if ready else "no Ready condition"
+        seen[key] = seen.get(key, 0) + 1
+    return seen
+
+
 def main():
     ap = argparse.ArgumentParser()
     for a in ("kind", "server", "ca", "cert", "key", "audit-log", "operator-user", "operator-cmd", "ddl",
@@ -105,8 +118,12 @@ def main():
     if not watch.done.wait(args.timeout) or watch.error:
         n = sum(watch.ready.values())
         op.stop()
-        sys.exit(f"peer: {args.kind}: {watch.error or ''} {n}/{args.count} Ready after "
-                 f"{time.monotonic() - started:.0f}s; see {args.workdir}/peer-{args.kind}.log")
+        out.update(failed=True, ready=n, waited_seconds=time.monotonic() - started,
+                   watch_error=str(watch.error or ""), conditions=conditions(api, path))
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(out, f, indent=1)
+        sys.exit(f"peer: {args.kind}: {n}/{args.count} Ready after {out['waited_seconds']:.0f}s; their Ready "
+                 f"conditions: {json.dumps(out['conditions'])}; see {args.workdir}/peer-{args.kind}.log")
     out["converge_seconds"] = watch.ready_at - started
     out["peak_rss_kib"] = scale.vm_hwm_kib(op.proc.pid)
     audit_end = scale.audit_size(args)
