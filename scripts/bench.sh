@@ -270,7 +270,11 @@ say "8. Atlas Operator vs boxtable-operator: $PEER_N outbox tables as custom res
 . scripts/bench/atlas.sh
 bench_atlas
 kubectl_admin apply --server-side -f "$ATLAS_OPERATOR_MODULE/config/crd/bases/" >/dev/null
-kubectl_admin wait --for=condition=Established crd/atlasschemas.db.atlasgo.io --timeout=120s >/dev/null
+# (kubectl wait fails at once while a new CRD has no status yet)
+for _ in $(seq 100); do
+  kubectl_admin wait --for=condition=Established crd/atlasschemas.db.atlasgo.io --timeout=60s >/dev/null 2>&1 && break
+  sleep 0.2
+done
 # Its own ClusterRole (config/rbac/role.yaml, `manager-role`) bound to its own ServiceAccount.
 kubectl_admin create namespace atlas-system >/dev/null
 kubectl_admin -n atlas-system create serviceaccount atlas-operator >/dev/null

@@ -14,11 +14,33 @@
 # pins it since). BENCHMARKS.md item 8 says what this old CLI cannot do for the operator.
 . "$(dirname "${BASH_SOURCE[0]}")/../tools.sh"
 
+# bench_atlas_cli: builds the CLI as its releases are built, with its version stamped in (the
+# operator refuses to start when `atlas version` prints none); prints the directory holding `atlas`.
+bench_atlas_cli() {
+  local dir=$TOOLS_MODULES_DIR/atlas version hash out
+  version=$(awk '$1 == "ariga.io/atlas/cmd/atlas" { print $2 }' "$dir/go.mod")
+  hash=$(cat "$dir/go.mod" "$dir/go.sum" | sha256sum | cut -c1-12)
+  out="$(tools_cache_root)/atlas-cli/$version-$hash"
+  mkdir -p "$out"
+  (
+    flock 9
+    [ ! -x "$out/atlas" ] || exit 0
+    tools_log "building atlas $version (once, into $out)"
+    if ! (cd "$dir" && GOFLAGS="-mod=readonly -trimpath" GOTOOLCHAIN=local CGO_ENABLED=0 go build \
+          -ldflags "-s -w -X ariga.io/atlas/cmd/atlas/internal/cmdapi.version=$version" \
+          -o "$out/atlas.tmp" ariga.io/atlas/cmd/atlas); then
+      rm -f "$out/atlas.tmp"
+      tools_log "building atlas failed (see the go output above)"
+      exit 1
+    fi
+    mv "$out/atlas.tmp" "$out/atlas"
+  ) 9>"$out.lock" || return 1
+  echo "$out"
+}
+
 bench_atlas() {
-  local cli
   ATLAS_OPERATOR=$(tools_go_build atlas-operator github.com/ariga/atlas-operator) || return 1
-  cli=$(tools_go_build atlas ariga.io/atlas/cmd/atlas) || return 1
-  ATLAS_CLI_DIR=$(dirname "$cli")
+  ATLAS_CLI_DIR=$(bench_atlas_cli) || return 1
   ATLAS_OPERATOR_MODULE=$(cd "$TOOLS_MODULES_DIR/atlas-operator" && GOFLAGS=-mod=readonly GOTOOLCHAIN=local \
     go list -m -f '{{.Dir}}' github.com/ariga/atlas-operator) || return 1
   export ATLAS_OPERATOR ATLAS_CLI_DIR ATLAS_OPERATOR_MODULE

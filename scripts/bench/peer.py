@@ -117,9 +117,13 @@ def main():
     out["post_seconds"] = scale.post_all(args, path, bodies, args.threads)
     if not watch.done.wait(args.timeout) or watch.error:
         n = sum(watch.ready.values())
+        out["peak_rss_kib"] = scale.vm_hwm_kib(op.proc.pid) if op.proc.poll() is None else 0
+        audit_end = scale.audit_size(args)
         op.stop()
+        by = scale.audit_between(args, audit_start, audit_end)
         out.update(failed=True, ready=n, waited_seconds=time.monotonic() - started,
-                   watch_error=str(watch.error or ""), conditions=conditions(api, path))
+                   watch_error=str(watch.error or ""), conditions=conditions(api, path),
+                   operator_requests_by_verb=by, operator_requests=sum(by.values()))
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump(out, f, indent=1)
         sys.exit(f"peer: {args.kind}: {n}/{args.count} Ready after {out['waited_seconds']:.0f}s; their Ready "

@@ -243,6 +243,9 @@ for kind in ("boxtable", "atlas"):
     peer = load(f"8-peer-{kind}.json")
     if peer and peer.get("failed"):
         print(f"\nItem 8, {kind}: not every resource became Ready; their Ready conditions (count each): "
-              f"{json.dumps(peer.get('conditions'), sort_keys=True)}")
+              f"{json.dumps(peer.get('conditions'), sort_keys=True)}; until it was stopped after "
+              f"{peer.get('waited_seconds', 0):.0f} s its manager's peak RSS was "
+              f"{peer.get('peak_rss_kib', 0) / 1024:.1f} MiB and it made these requests (audit log): "
+              f"{json.dumps(peer.get('operator_requests_by_verb'), sort_keys=True)}")
     elif peer:
         print(f"\nItem 8, {kind}'s requests (audit log): {json.dumps(peer['operator_requests_by_verb'], sort_keys=True)}")

@@ -208,13 +208,9 @@ def metric_sum(text, name, labels=""):
 
 
 def sessions_metric(text):
-    """The operator's own count of database sessions it opened, if it exports one."""
-    found = None
-    for line in text.splitlines():
-        if line.startswith("boxtable_") and "session" in line.split("{")[0].split(" ")[0] \
-                and "opened" in line and not line.startswith("#"):
-            found = (found or 0) + float(line.rsplit(" ", 1)[1])
-    return found
+    """The operator's own count of the database sessions it opened (boxtable_db_sessions_opened_total)."""
+    name = "boxtable_db_sessions_opened_total"
+    return metric_sum(text, name) if name in text else None
 
 
 def sessions(args):
