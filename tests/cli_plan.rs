@@ -43,41 +43,6 @@ fn boxtable(name: &str, box_kind: &str, extra: &str) -> String {
     )
 }
 
-/// A libpq keyword string for `db` that goes through `proxy` without TLS (so it can be read).
-fn through(db: &support::TestDb, proxy: std::net::SocketAddr) -> String {
-    let config = db.config();
-    let mut out = format!(
-        "host={} port={} dbname={} user={} sslmode=disable",
-        proxy.ip(),
-        proxy.port(),
-        db.name,
-        config.get_user().unwrap()
-    );
-    if let Some(password) = config.get_password() {
-        out.push_str(&format!(
-            " password='{}'",
-            String::from_utf8_lossy(password).replace('\'', "\\'")
-        ));
-    }
-    out
-}
-
-fn upstream(db: &support::TestDb) -> std::net::SocketAddr {
-    let config = db.config();
-    let host = match &config.get_hosts()[0] {
-        tokio_postgres::config::Host::Tcp(h) => h.clone(),
-        #[allow(unreachable_patterns)]
-        _ => panic!("DATABASE_URL must name a TCP host"),
-    };
-    let port = config.get_ports().first().copied().unwrap_or(5432);
-    let ip = if host == "localhost" {
-        "127.0.0.1".to_owned()
-    } else {
-        host
-    };
-    format!("{ip}:{port}").parse().unwrap()
-}
-
 /// The statements a run changed the database with: what the server received minus reads,
 /// transaction control and session settings.
 fn changes(sent: &[wire_support::Sent]) -> Vec<(String, Vec<Option<Vec<u8>>>)> {
@@ -204,8 +169,8 @@ async fn the_plan_lists_byte_for_byte_the_statements_the_run_then_sends() {
     }
     assert!(text.contains("-- parameters: $1 = 5, $2 = 'public', $3 = 'legacy_outbox', $4 = 'bootstrap: detected at V5'"), "{text}");
 
-    let proxy = wire_support::start(upstream(&db)).await;
-    let url = through(&db, proxy.addr);
+    let proxy = wire_support::start(wire_support::upstream(&db.config())).await;
+    let url = wire_support::through(&db.config(), proxy.addr);
     let (code, stdout, stderr) = run(&["migrate", "-f", &file, "--database-url", &url]);
     assert_eq!(code, Some(0), "{stdout}\n{stderr}");
 
@@ -240,8 +205,8 @@ async fn a_plan_takes_no_lock_and_waits_for_none() {
         &boxtable("orders", "Outbox", "  lock:\n    timeout: 1h\n"),
     );
 
-    let proxy = wire_support::start(upstream(&db)).await;
-    let url = through(&db, proxy.addr);
+    let proxy = wire_support::start(wire_support::upstream(&db.config())).await;
+    let url = wire_support::through(&db.config(), proxy.addr);
     let mut child = command(&["plan", "-f", &file, "--database-url", &url, "-o", "yaml"])
         .spawn()
         .unwrap();

@@ -7,6 +7,7 @@
 mod migrate_support;
 mod reliability_support;
 mod support;
+mod wire_support;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -513,4 +514,30 @@ async fn closing_the_pool_ends_its_idle_sessions_and_those_handed_back_later() {
         operator_sessions(&observer).await.is_empty()
     })
     .await;
+}
+
+#[tokio::test]
+async fn each_pass_on_a_kept_session_takes_and_releases_its_own_lock_and_the_preflight_runs_once() {
+    let db = support::fresh_db().await;
+    let proxy = wire_support::start(wire_support::upstream(&db.config())).await;
+    let url = wire_support::through(&db.config(), proxy.addr);
+    let (pool, counts) = pool(1);
+    for table in ["outbox_a", "outbox_b", "outbox_c"] {
+        migrate(&pool, &url, &outbox(table).build()).await.unwrap();
+    }
+    assert_eq!(counts.opened_total(), 1);
+    let sent = proxy.sent();
+    let count = |needle: &str| sent.iter().filter(|s| s.sql.contains(needle)).count();
+    assert_eq!(count("pg_try_advisory_lock"), 3, "one lock per table");
+    assert_eq!(count("pg_advisory_unlock"), 3, "each released");
+    assert_eq!(
+        count("pg_is_in_recovery"),
+        1,
+        "the preflight runs once per session"
+    );
+    assert_eq!(
+        count("set_config('application_name'"),
+        2,
+        "renamed each time it is lent again"
+    );
 }

@@ -138,3 +138,38 @@ async fn relay(
         }
     }
 }
+
+/// The server behind `config` (its first host and port), for [`start`].
+pub fn upstream(config: &tokio_postgres::Config) -> SocketAddr {
+    let host = match &config.get_hosts()[0] {
+        tokio_postgres::config::Host::Tcp(h) => h.clone(),
+        #[allow(unreachable_patterns)]
+        _ => panic!("DATABASE_URL must name a TCP host"),
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    let ip = if host == "localhost" {
+        "127.0.0.1".to_owned()
+    } else {
+        host
+    };
+    format!("{ip}:{port}").parse().unwrap()
+}
+
+/// A libpq keyword string for `config`'s database and role that goes through `proxy` without TLS
+/// (so it can be read).
+pub fn through(config: &tokio_postgres::Config, proxy: SocketAddr) -> String {
+    let mut out = format!(
+        "host={} port={} dbname={} user={} sslmode=disable",
+        proxy.ip(),
+        proxy.port(),
+        config.get_dbname().unwrap(),
+        config.get_user().unwrap()
+    );
+    if let Some(password) = config.get_password() {
+        out.push_str(&format!(
+            " password='{}'",
+            String::from_utf8_lossy(password).replace('\'', "\\'")
+        ));
+    }
+    out
+}
