@@ -109,11 +109,6 @@ impl SessionPool {
         }
     }
 
-    /// The limits in force.
-    pub fn settings(&self) -> PoolSettings {
-        self.settings
-    }
-
     fn state(&self) -> MutexGuard<'_, State> {
         // Nothing panics while holding the lock; were it poisoned, the lists and counts in it are
         // still whole (each change is made before the guard drops), so go on with them.
