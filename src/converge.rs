@@ -7,12 +7,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::db::pool::CheckoutError;
 use crate::db::{ConnStrError, ConnectError, PooledSession, SessionKey, SessionPool};
-use std::time::Duration;
 
-use crate::lock::{Holder, LockError};
+use crate::lock::Holder;
 use crate::migrate::{self, DropOutcome, DropRequest, Observation, Outcome, Plan, RunError};
 use crate::reason::Reason;
-use crate::status::{LockObservation, Observed};
 
 /// Where a box table lives: the connection string and an optional CA bundle (PEM).
 pub struct Target<'a> {
@@ -54,36 +52,6 @@ pub enum ConvergeError {
 }
 
 impl ConvergeError {
-    /// What the status should say about this failure, with the lock part when the lock was
-    /// involved (a timeout names the holder).
-    pub fn observed(&self) -> Observed {
-        let lock = match self {
-            ConvergeError::Run {
-                source: RunError::Lock(lock),
-                ..
-            } => match lock.as_ref() {
-                LockError::Timeout {
-                    holder,
-                    attempts,
-                    timeout,
-                    ..
-                } => Some(LockObservation::timed_out(
-                    *attempts,
-                    *timeout,
-                    holder.clone(),
-                )),
-                LockError::Lost { .. } => Some(LockObservation::lost(1, Duration::ZERO)),
-                _ => None,
-            },
-            _ => None,
-        };
-        Observed::Failed {
-            reason: self.reason(),
-            message: self.message(),
-            lock,
-        }
-    }
-
     /// What the status says about this failure: the error chain, without the "migration failed"
     /// wrapper of a run (the runner's error names what was attempted, or what was found before
     /// anything was attempted, like a missing schema).

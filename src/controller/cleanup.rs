@@ -170,10 +170,7 @@ pub(super) async fn cleanup(
                 ctx.metrics
                     .record_lock(LockOutcome::TimedOut, plan.lock_timeout);
             }
-            let lock = match error.observed() {
-                Observed::Failed { lock, .. } => lock,
-                _ => None,
-            };
+            let lock = crate::pass::failed_lock(&error);
             let hint =
                 "deletion waits until the drop succeeds (or set spec.deletionPolicy to Retain)";
             keep_failed(pass, &plan, &error.message(), hint, lock).await

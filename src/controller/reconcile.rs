@@ -207,13 +207,8 @@ async fn apply(
     let source = secret_source(bt, &pass.namespace);
     let target = target(&secret, &app, &source);
     if bt.spec.suspend {
-        let observed = match converge::observe(&ctx.sessions, &target, &plan, &ctx.shutdown).await {
-            Ok(found) => Observed::Suspended {
-                applied_version: (found.current_version > 0).then_some(found.current_version),
-                would: Some(found.decision),
-            },
-            Err(error) => error.observed(),
-        };
+        let observed =
+            crate::pass::observe_suspended(&ctx.sessions, &target, &plan, &ctx.shutdown).await;
         return pass.finish(Some(&plan), observed).await;
     }
     migrate(pass, &plan, &target).await
@@ -333,7 +328,7 @@ async fn migrate(
                 _ => {}
             }
             tracing::warn!(table = %plan.table, reason = %error.reason(), error = %chain(&error), "run failed");
-            error.observed()
+            crate::pass::failure(&error)
         }
     };
     pass.finish(Some(plan), observed).await

@@ -17,11 +17,11 @@ use kube::api::{Api, ListParams};
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{ObjectRef, Store};
 
+pub use crate::source::CA_KEY;
+use crate::source::lookup;
+
 /// A Secret as the metadata watch sees it (no data).
 pub type SecretMetadata = PartialObjectMeta<Secret>;
-
-/// The Secret key that may hold a CA bundle (PEM) for verify-ca / verify-full.
-pub const CA_KEY: &str = "ca.crt";
 
 /// What a BoxTable's Secret provides.
 #[derive(Clone)]
@@ -226,21 +226,4 @@ fn extract(
         finalizers: secret.metadata.finalizers.clone().unwrap_or_default(),
         deleting: secret.metadata.deletion_timestamp.is_some(),
     })
-}
-
-/// A key from `data` (already base64-decoded by the client) or, for objects that were never
-/// stored, `stringData`.
-pub fn lookup(secret: &Secret, key: &str) -> Option<Vec<u8>> {
-    secret
-        .data
-        .as_ref()
-        .and_then(|data| data.get(key))
-        .map(|bytes| bytes.0.clone())
-        .or_else(|| {
-            secret
-                .string_data
-                .as_ref()
-                .and_then(|data| data.get(key))
-                .map(|s| s.as_bytes().to_vec())
-        })
 }

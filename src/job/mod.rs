@@ -9,15 +9,16 @@ use futures::StreamExt;
 use kube::ResourceExt;
 use tokio_util::sync::CancellationToken;
 
-use crate::controller::secrets;
 use crate::converge::{self, Target};
 use crate::crd::BoxTable;
 use crate::db::{ConnectionSettings, PoolSettings, SessionPool};
 use crate::lock::LockIdentity;
 use crate::manifests::{Document, Manifests};
 use crate::migrate::{Plan, RunPath};
+use crate::pass;
 use crate::reason::Reason;
 use crate::report::chain;
+use crate::source;
 use crate::status::{self, Observed};
 
 pub use result::{
@@ -112,7 +113,7 @@ fn connection(
             secret_ref.name
         ));
     };
-    let value = secrets::lookup(secret, &secret_ref.key)
+    let value = source::lookup(secret, &secret_ref.key)
         .ok_or_else(|| format!("secret {} has no key {:?}", secret_ref.name, secret_ref.key))?;
     let connection_string = String::from_utf8(value).map_err(|_| {
         format!(
@@ -123,7 +124,7 @@ fn connection(
     let ca_pem = options
         .ca_pem
         .clone()
-        .or_else(|| secrets::lookup(secret, secrets::CA_KEY));
+        .or_else(|| source::lookup(secret, source::CA_KEY));
     Ok((connection_string.trim().to_owned(), ca_pem))
 }
 
@@ -206,18 +207,11 @@ async fn one(
         },
         Mode::Apply => {
             let observed = if bt.spec.suspend {
-                match converge::observe(sessions, &target, &plan, cancel).await {
-                    Ok(found) => Observed::Suspended {
-                        applied_version: (found.current_version > 0)
-                            .then_some(found.current_version),
-                        would: Some(found.decision),
-                    },
-                    Err(error) => error.observed(),
-                }
+                pass::observe_suspended(sessions, &target, &plan, cancel).await
             } else {
                 match converge::migrate_unchecked(sessions, &target, &plan, cancel).await {
                     Ok(outcome) => Observed::Succeeded(outcome),
-                    Err(error) => error.observed(),
+                    Err(error) => pass::failure(&error),
                 }
             };
             applied(result, &plan, &observed, bt)
