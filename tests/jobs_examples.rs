@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use boxtable_operator::ident::QualifiedName;
 use boxtable_operator::lock::LockIdentity;
-use boxtable_operator::migrate::catalog::fresh_statements;
 use boxtable_operator::migrate::history::{self, HistoryTable};
+use boxtable_operator::migrate::shape::fresh_statements;
 use boxtable_operator::migrate::{BoxKind, HistoryScope, Payload};
 use control_plane_support::{control_plane, root};
 use serde_json::{Value, json};

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use boxtable_operator::ident::QualifiedName;
 use boxtable_operator::lock::LockIdentity;
-use boxtable_operator::migrate::catalog::fresh_statements;
+use boxtable_operator::migrate::shape::fresh_statements;
 use boxtable_operator::migrate::{self, BoxKind, Payload, RunPath};
 use boxtable_operator::report::chain;
 use migrate_support::*;

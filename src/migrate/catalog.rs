@@ -10,8 +10,6 @@ use std::collections::BTreeSet;
 use super::{BoxKind, Payload};
 use crate::ident::QualifiedName;
 
-pub use super::shape::fresh_statements;
-
 /// A column a version adds, with the type the upgrade step gives it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Column {

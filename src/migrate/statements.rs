@@ -2,9 +2,10 @@
 //! this list and `migrate --dry-run` prints it, so what a plan shows is what a run sends.
 
 use super::Plan;
-use super::catalog::{fresh_statements, step_statements};
+use super::catalog::step_statements;
 use super::detect::Decision;
 use super::history::{self, HistoryTable};
+use super::shape::fresh_statements;
 
 /// A bound parameter of a statement (`$1`, `$2`, ...).
 #[derive(Debug, Clone, PartialEq, Eq)]
