@@ -129,7 +129,7 @@ async fn acquiring_each_vector_shows_one_pg_locks_row_with_its_classid_objid_and
     let pid = backend_pid(holder.client()).await;
     for v in vectors() {
         let id = LockIdentity::from_lock_key(&v.lock_key);
-        lock::acquire(holder.client(), &id, Duration::ZERO, &no_cancel(), |_| {})
+        lock::acquire(&holder, &id, Duration::ZERO, &no_cancel(), |_| {})
             .await
             .unwrap();
         let rows = lock_rows(&observer, &id).await;
@@ -139,7 +139,7 @@ async fn acquiring_each_vector_shows_one_pg_locks_row_with_its_classid_objid_and
             "{}",
             v.lock_key
         );
-        lock::release(holder.client(), &id).await.unwrap();
+        lock::release(&holder, &id).await.unwrap();
         assert!(
             lock_rows(&observer, &id).await.is_empty(),
             "{} released",
@@ -154,17 +154,17 @@ async fn the_same_lock_key_is_one_lock_across_acquire_release_reacquire_and_sess
     let a = session(&db, "lock-a").await;
     let b = db.connect().await;
     let id = LockIdentity::from_lock_key("BrighterMigration_public.outbox");
-    lock::acquire(a.client(), &id, Duration::ZERO, &no_cancel(), |_| {})
+    lock::acquire(&a, &id, Duration::ZERO, &no_cancel(), |_| {})
         .await
         .unwrap();
     assert!(!try_lock(&b, &id).await, "another session is excluded");
-    lock::release(a.client(), &id).await.unwrap();
+    lock::release(&a, &id).await.unwrap();
     assert!(
         try_lock(&b, &id).await,
         "released lock is free for another session"
     );
     b.query_one(lock::UNLOCK_SQL, &[&id.key()]).await.unwrap();
-    lock::acquire(a.client(), &id, Duration::ZERO, &no_cancel(), |_| {})
+    lock::acquire(&a, &id, Duration::ZERO, &no_cancel(), |_| {})
         .await
         .unwrap();
     assert!(!try_lock(&b, &id).await, "re-acquired lock excludes again");
@@ -182,10 +182,10 @@ async fn distinct_keys_do_not_block_each_other() {
     let b = session(&db, "lock-b").await;
     let public = LockIdentity::from_lock_key("BrighterMigration_public.outbox");
     let billing = LockIdentity::from_lock_key("BrighterMigration_billing.outbox");
-    lock::acquire(a.client(), &public, Duration::ZERO, &no_cancel(), |_| {})
+    lock::acquire(&a, &public, Duration::ZERO, &no_cancel(), |_| {})
         .await
         .unwrap();
-    let report = lock::acquire(b.client(), &billing, Duration::ZERO, &no_cancel(), |_| {})
+    let report = lock::acquire(&b, &billing, Duration::ZERO, &no_cancel(), |_| {})
         .await
         .unwrap();
     assert_eq!(report.attempts, 1);
@@ -200,14 +200,14 @@ async fn timeout_error_names_the_lock_key_the_timeout_and_the_holder_and_the_los
     let holder_pid = backend_pid(holder.client()).await;
     let loser_pid = backend_pid(loser.client()).await;
     let id = LockIdentity::from_lock_key("BrighterMigration_public.outbox");
-    lock::acquire(holder.client(), &id, Duration::ZERO, &no_cancel(), |_| {})
+    lock::acquire(&holder, &id, Duration::ZERO, &no_cancel(), |_| {})
         .await
         .unwrap();
 
     let mut seen_holder = None;
     let started = std::time::Instant::now();
     let err = lock::acquire(
-        loser.client(),
+        &loser,
         &id,
         Duration::from_millis(1_000),
         &no_cancel(),
@@ -267,13 +267,13 @@ async fn release_reports_lost_when_the_session_does_not_hold_the_lock() {
     let db = support::fresh_db().await;
     let s = session(&db, "lock-test").await;
     let id = LockIdentity::from_lock_key("BrighterMigration_public.inbox");
-    let err = lock::release(s.client(), &id).await.unwrap_err();
+    let err = lock::release(&s, &id).await.unwrap_err();
     assert!(matches!(err, LockError::Lost { .. }), "{err:?}");
     assert!(err.to_string().contains("BrighterMigration_public.inbox"));
-    lock::acquire(s.client(), &id, Duration::ZERO, &no_cancel(), |_| {})
+    lock::acquire(&s, &id, Duration::ZERO, &no_cancel(), |_| {})
         .await
         .unwrap();
-    lock::release(s.client(), &id).await.unwrap();
+    lock::release(&s, &id).await.unwrap();
 }
 
 #[tokio::test]
@@ -282,18 +282,18 @@ async fn locking_twice_needs_unlocking_twice() {
     let s = session(&db, "lock-test").await;
     let other = db.connect().await;
     let id = LockIdentity::from_lock_key("BrighterMigration_a.b");
-    lock::acquire(s.client(), &id, Duration::ZERO, &no_cancel(), |_| {})
+    lock::acquire(&s, &id, Duration::ZERO, &no_cancel(), |_| {})
         .await
         .unwrap();
-    lock::acquire(s.client(), &id, Duration::ZERO, &no_cancel(), |_| {})
+    lock::acquire(&s, &id, Duration::ZERO, &no_cancel(), |_| {})
         .await
         .unwrap();
-    lock::release(s.client(), &id).await.unwrap();
+    lock::release(&s, &id).await.unwrap();
     assert!(
         !try_lock(&other, &id).await,
         "one unlock leaves the second level held"
     );
-    lock::release(s.client(), &id).await.unwrap();
+    lock::release(&s, &id).await.unwrap();
     assert!(try_lock(&other, &id).await, "the second unlock frees it");
 }
 
@@ -304,7 +304,7 @@ async fn terminating_the_holders_backend_frees_the_lock_for_the_next_session() {
     let next = session(&db, "next").await;
     let admin = db.connect().await;
     let id = LockIdentity::from_lock_key("BrighterMigration_public.outbox");
-    lock::acquire(holder.client(), &id, Duration::ZERO, &no_cancel(), |_| {})
+    lock::acquire(&holder, &id, Duration::ZERO, &no_cancel(), |_| {})
         .await
         .unwrap();
     let pid = backend_pid(holder.client()).await;
@@ -316,15 +316,9 @@ async fn terminating_the_holders_backend_frees_the_lock_for_the_next_session() {
         .unwrap()
         .get(0);
     assert!(terminated);
-    let report = lock::acquire(
-        next.client(),
-        &id,
-        Duration::from_secs(60),
-        &no_cancel(),
-        |_| {},
-    )
-    .await
-    .unwrap();
+    let report = lock::acquire(&next, &id, Duration::from_secs(60), &no_cancel(), |_| {})
+        .await
+        .unwrap();
     assert!(report.waited < Duration::from_secs(60));
     assert!(lock::ensure_still_held(next.client(), &id).await.is_ok());
 }
@@ -336,7 +330,7 @@ async fn a_waiter_holds_no_snapshot_and_no_transaction_between_polls() {
     let waiter = session(&db, "waiter-under-test").await;
     let observer = db.connect().await;
     let id = LockIdentity::from_lock_key("BrighterMigration_public.outbox");
-    lock::acquire(holder.client(), &id, Duration::ZERO, &no_cancel(), |_| {})
+    lock::acquire(&holder, &id, Duration::ZERO, &no_cancel(), |_| {})
         .await
         .unwrap();
     let waiter_pid = backend_pid(waiter.client()).await;
@@ -345,7 +339,7 @@ async fn a_waiter_holds_no_snapshot_and_no_transaction_between_polls() {
     let wait = {
         let cancel = cancel.clone();
         let id = id.clone();
-        async move { lock::acquire(waiter.client(), &id, 2 * WAIT, &cancel, |_| {}).await }
+        async move { lock::acquire(&waiter, &id, 2 * WAIT, &cancel, |_| {}).await }
     };
     let probe = async {
         // Sample the waiter's backend while it polls until it has been seen idle 20 times: it
@@ -395,7 +389,7 @@ async fn cancellation_stops_a_real_wait_promptly() {
     let holder = session(&db, "holder").await;
     let waiter = session(&db, "waiter").await;
     let id = LockIdentity::from_lock_key("BrighterMigration_public.outbox");
-    lock::acquire(holder.client(), &id, Duration::ZERO, &no_cancel(), |_| {})
+    lock::acquire(&holder, &id, Duration::ZERO, &no_cancel(), |_| {})
         .await
         .unwrap();
     let cancel = CancellationToken::new();
@@ -407,15 +401,9 @@ async fn cancellation_stops_a_real_wait_promptly() {
         Some(std::time::Instant::now())
     };
     let wait = async {
-        let result = lock::acquire(
-            waiter.client(),
-            &id,
-            Duration::from_secs(60),
-            &cancel,
-            move |_| {
-                let _ = contended.send(());
-            },
-        )
+        let result = lock::acquire(&waiter, &id, Duration::from_secs(60), &cancel, move |_| {
+            let _ = contended.send(());
+        })
         .await;
         (result, std::time::Instant::now())
     };
@@ -427,4 +415,70 @@ async fn cancellation_stops_a_real_wait_promptly() {
     // within one backoff wait is pinned by the paused-clock tests of the poll loop.
     let after = returned.saturating_duration_since(cancelled);
     assert!(after < Duration::from_secs(10), "{after:?}");
+}
+
+/// The statements this session has prepared, as the server lists them: (name, text).
+async fn prepared_statements(client: &Client) -> Vec<(String, String)> {
+    client
+        .query_typed(
+            "SELECT name, statement FROM pg_prepared_statements ORDER BY statement",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect()
+}
+
+#[tokio::test]
+async fn the_lock_statements_are_prepared_once_when_the_session_opens_and_reused_by_every_round() {
+    let db = support::fresh_db().await;
+    let s = session(&db, "lock-test").await;
+    let id = LockIdentity::from_lock_key("BrighterMigration_public.outbox");
+
+    let at_open = prepared_statements(s.client()).await;
+    let texts: Vec<&str> = at_open.iter().map(|(_, text)| text.as_str()).collect();
+    assert_eq!(texts, [lock::UNLOCK_SQL, lock::TRY_LOCK_SQL], "{at_open:?}");
+    for _ in 0..25 {
+        lock::acquire(&s, &id, Duration::ZERO, &no_cancel(), |_| {})
+            .await
+            .unwrap();
+        lock::release(&s, &id).await.unwrap();
+    }
+    assert_eq!(
+        prepared_statements(s.client()).await,
+        at_open,
+        "the same two statements, none prepared per round"
+    );
+}
+
+#[tokio::test]
+async fn a_lock_statement_unknown_to_the_backend_is_reported_as_a_pooler_and_takes_no_lock() {
+    let db = support::fresh_db().await;
+    let s = session(&db, "lock-test").await;
+    let observer = db.connect().await;
+    let id = LockIdentity::from_lock_key("BrighterMigration_public.outbox");
+    // What a transaction-mode pooler does to a session: the next statement reaches a backend
+    // that never prepared the lock statements.
+    s.client().batch_execute("DEALLOCATE ALL").await.unwrap();
+
+    let err = lock::acquire(&s, &id, Duration::from_secs(5), &no_cancel(), |_| {})
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, LockError::StatementsMissing { .. }),
+        "{err:?}"
+    );
+    let text = err.to_string();
+    assert!(
+        text.contains("connection pooler detected") && text.contains(id.lock_key()),
+        "{text}"
+    );
+    assert!(lock_rows(&observer, &id).await.is_empty(), "no lock taken");
+    let err = lock::release(&s, &id).await.unwrap_err();
+    assert!(
+        matches!(err, LockError::StatementsMissing { .. }),
+        "{err:?}"
+    );
 }

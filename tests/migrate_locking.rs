@@ -293,3 +293,50 @@ async fn a_waiter_stops_waiting_once_the_holder_has_brought_the_table_up_to_date
         .get(0);
     assert!(locked, "the holder still had the lock all along");
 }
+
+/// The statements a session has prepared, as the server lists them: (name, text).
+async fn statements(client: &tokio_postgres::Client) -> Vec<(String, String)> {
+    client
+        .query_typed(
+            "SELECT name, statement FROM pg_prepared_statements ORDER BY name",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect()
+}
+
+#[tokio::test]
+async fn runs_on_one_session_reuse_the_lock_statements_it_prepared_when_it_opened() {
+    let db = support::fresh_db().await;
+    let observer = db.connect().await;
+    let mut session = session(&db).await;
+    let at_open = statements(session.client()).await;
+    assert_eq!(
+        at_open.len(),
+        2,
+        "the try-lock and unlock statements: {at_open:?}"
+    );
+
+    for table in ["outbox_a", "outbox_b", "outbox_c"] {
+        let outcome = migrate::run(
+            &mut session,
+            &outbox(table).build(),
+            &CancellationToken::new(),
+            |_| (),
+        )
+        .await
+        .unwrap();
+        assert_eq!(outcome.path, RunPath::Fresh, "{table}");
+        assert!(outcome.lock.is_some(), "{table} ran under its lock");
+    }
+
+    assert_eq!(
+        statements(session.client()).await,
+        at_open,
+        "the same two statements served every run"
+    );
+    assert_eq!(advisory_locks(&observer).await, 0);
+}

@@ -11,6 +11,7 @@ use tokio_postgres_rustls::MakeRustlsConnect;
 
 use super::tls::{self, TlsError};
 use super::{ConnectionSettings, TlsMode};
+use crate::lock::LockStatements;
 use crate::reason::Reason;
 use crate::report::prefix;
 
@@ -93,6 +94,15 @@ pub enum ConnectError {
         #[source]
         source: tokio_postgres::Error,
     },
+    /// The session opened but the advisory lock statements could not be prepared.
+    #[error("preparing the advisory lock statements on {target} failed")]
+    PrepareLock {
+        /// Host and port.
+        target: String,
+        /// The driver error.
+        #[source]
+        source: tokio_postgres::Error,
+    },
 }
 
 impl ConnectError {
@@ -104,7 +114,8 @@ impl ConnectError {
             ConnectError::Connect { .. }
             | ConnectError::Tls { .. }
             | ConnectError::Timeout { .. }
-            | ConnectError::BackendPid { .. } => Reason::ConnectionFailed,
+            | ConnectError::BackendPid { .. }
+            | ConnectError::PrepareLock { .. } => Reason::ConnectionFailed,
         }
     }
 }
@@ -118,6 +129,7 @@ pub struct Session {
     backend_pid: i32,
     server_version_num: i32,
     preflight_passed: AtomicBool,
+    lock_statements: LockStatements,
     connection: JoinHandle<()>,
 }
 
@@ -234,19 +246,29 @@ impl Session {
             }
         };
         let connection = spawn(connection);
-        // Unnamed statement, one round trip: works through any pooler, so a pooler can be detected
-        // later instead of failing here on a prepared statement that lives on another backend.
-        let (backend_pid, server_version_num) =
-            match client.query_typed(SESSION_SETUP, &[]).await {
-                Ok(rows) => rows.first().map_or(Ok((0, 0)), |row| {
-                    Ok((row.try_get::<_, i32>(0)?, row.try_get::<_, i32>(2)?))
-                }),
-                Err(source) => Err(source),
-            }
-            .map_err(|source| ConnectError::BackendPid {
-                target: target.clone(),
-                source,
-            })?;
+        // The setup query is an unnamed statement, so it works through any pooler and a pooler is
+        // detected later (preflight) instead of failing here. The lock statements are prepared in
+        // the same round trip: the three requests are polled together, so they are written
+        // together and the server answers them in order.
+        let (setup, lock_statements) = futures::future::join(
+            client.query_typed(SESSION_SETUP, &[]),
+            LockStatements::prepare(&client),
+        )
+        .await;
+        let (backend_pid, server_version_num) = match setup {
+            Ok(rows) => rows.first().map_or(Ok((0, 0)), |row| {
+                Ok((row.try_get::<_, i32>(0)?, row.try_get::<_, i32>(2)?))
+            }),
+            Err(source) => Err(source),
+        }
+        .map_err(|source| ConnectError::BackendPid {
+            target: target.clone(),
+            source,
+        })?;
+        let lock_statements = lock_statements.map_err(|source| ConnectError::PrepareLock {
+            target: target.clone(),
+            source,
+        })?;
         let cancel = client.cancel_token();
         Ok(Self {
             client,
@@ -255,6 +277,7 @@ impl Session {
             backend_pid,
             server_version_num,
             preflight_passed: AtomicBool::new(false),
+            lock_statements,
             connection,
         })
     }
@@ -273,6 +296,11 @@ impl Session {
     /// The server's `server_version_num` read at connect (`170002` for 17.2).
     pub fn server_version_num(&self) -> i32 {
         self.server_version_num
+    }
+
+    /// The try-lock and unlock statements, prepared on this session when it opened.
+    pub fn lock_statements(&self) -> &LockStatements {
+        &self.lock_statements
     }
 
     /// Asks the server to cancel the statement running on this session (used on shutdown). The

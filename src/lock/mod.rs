@@ -9,6 +9,7 @@ mod held;
 mod holder;
 mod identity;
 mod poll;
+mod statements;
 
 pub use held::{BLOCKED_SQL, Blocked, HeldLock, blocked_on, held_now};
 pub use holder::{Holder, find_holder};
@@ -17,12 +18,16 @@ pub use poll::{
     AcquireReport, BACKOFF_CAP, FIRST_DELAY, PollError, next_delay, poll_until_acquired,
     tries_within,
 };
+pub use statements::LockStatements;
 
 use std::future::Future;
 use std::time::Duration;
-use tokio_postgres::Client;
+use tokio_postgres::error::SqlState;
 use tokio_postgres::types::Type;
+use tokio_postgres::{Client, Row};
 use tokio_util::sync::CancellationToken;
+
+use crate::db::Session;
 
 /// Takes the lock without waiting; `NULL` is reported as `None`.
 pub const TRY_LOCK_SQL: &str = "SELECT pg_try_advisory_lock($1::int8)";
@@ -84,6 +89,16 @@ pub enum LockError {
         /// The backend pid seen now.
         current_pid: i32,
     },
+    /// The server did not know a lock statement this session prepared when it opened (SQLSTATE
+    /// `26000`): the statement reached another backend than the one that prepared it, so a
+    /// transaction- or statement-mode pooler is in between.
+    #[error(
+        "connection pooler detected at advisory lock {lock_key}: a statement this session prepared is unknown to the backend that received it; a session lock cannot live on a transaction-pooled connection: connect directly or through a session-mode pool"
+    )]
+    StatementsMissing {
+        /// The lockKey.
+        lock_key: String,
+    },
     /// The session no longer holds the lock it took: the lock was lost.
     #[error(
         "advisory lock {lock_key} is no longer held by this session (a terminated backend or a connection pooler in transaction mode); the lock must live on one direct session"
@@ -113,12 +128,13 @@ impl LockError {
             | LockError::Timeout { lock_key, .. }
             | LockError::Cancelled { lock_key }
             | LockError::Lost { lock_key }
+            | LockError::StatementsMissing { lock_key }
             | LockError::BackendChanged { lock_key, .. } => lock_key,
         }
     }
 }
 
-/// Takes the session lock on `client`, polling with backoff until `timeout` (0 = one attempt).
+/// Takes the session lock on `session`, polling with backoff until `timeout` (0 = one attempt).
 ///
 /// The first time the lock is found held, the holder is looked up and passed to `on_contended` (so
 /// callers can publish "waiting for pid N" before the wait ends). The wait runs in autocommit: no
@@ -127,19 +143,19 @@ impl LockError {
 ///
 /// # Errors
 /// [`LockError::Timeout`] (naming the lockKey, the timeout and the holder), [`LockError::NullResult`],
-/// [`LockError::Query`] or [`LockError::Cancelled`].
+/// [`LockError::Query`], [`LockError::StatementsMissing`] or [`LockError::Cancelled`].
 ///
 /// # Cancel safety
 /// Cancelling `cancel` ends the wait between polls at once. Dropping the future mid-query may leave
 /// the lock taken by this session; callers that drop it must close the session.
 pub async fn acquire(
-    client: &Client,
+    session: &Session,
     identity: &LockIdentity,
     timeout: Duration,
     cancel: &CancellationToken,
     on_contended: impl FnOnce(Option<Holder>) + Send,
 ) -> Result<AcquireReport, LockError> {
-    match acquire_while_needed(client, identity, timeout, cancel, on_contended, || async {
+    match acquire_while_needed(session, identity, timeout, cancel, on_contended, || async {
         true
     })
     .await?
@@ -178,7 +194,7 @@ pub enum Wait {
 /// # Cancel safety
 /// As [`acquire`].
 pub async fn acquire_while_needed<F, Fut>(
-    client: &Client,
+    session: &Session,
     identity: &LockIdentity,
     timeout: Duration,
     cancel: &CancellationToken,
@@ -191,14 +207,14 @@ where
 {
     let lock_key = identity.lock_key();
     let key = identity.key();
+    let client = session.client();
+    let try_lock = session.lock_statements().try_lock();
     let notify = std::sync::Mutex::new(Some(on_contended));
     let result = poll_until_acquired(
         timeout,
         cancel,
         || async move {
-            let row = client
-                .query_typed_one(TRY_LOCK_SQL, &[(&key, Type::INT8)])
-                .await?;
+            let row = client.query_one(try_lock, &[&key]).await?;
             row.try_get::<_, Option<bool>>(0)
         },
         |_attempt| {
@@ -216,10 +232,7 @@ where
     match result {
         Ok(report) => Ok(Wait::Acquired(report)),
         Err(PollError::NotNeeded { attempts }) => Ok(Wait::NotNeeded { attempts }),
-        Err(PollError::Try(source)) => Err(LockError::Query {
-            lock_key: lock_key.to_owned(),
-            source,
-        }),
+        Err(PollError::Try(source)) => Err(query_error(lock_key, source)),
         Err(PollError::Null) => Err(LockError::NullResult {
             lock_key: lock_key.to_owned(),
         }),
@@ -238,16 +251,15 @@ where
 /// Releases the lock once. `false` from the server means this session did not hold it.
 ///
 /// # Errors
-/// [`LockError::Lost`] when the session no longer held the lock; [`LockError::Query`] when the
-/// query failed.
-pub async fn release(client: &Client, identity: &LockIdentity) -> Result<(), LockError> {
-    let row = client
-        .query_typed_one(UNLOCK_SQL, &[(&identity.key(), Type::INT8)])
+/// [`LockError::Lost`] when the session no longer held the lock; [`LockError::StatementsMissing`]
+/// when a pooler sent the unlock to another backend; [`LockError::Query`] when the query failed.
+pub async fn release(session: &Session, identity: &LockIdentity) -> Result<(), LockError> {
+    let unlock = session.lock_statements().unlock();
+    let row: Row = session
+        .client()
+        .query_one(unlock, &[&identity.key()])
         .await
-        .map_err(|source| LockError::Query {
-            lock_key: identity.lock_key().to_owned(),
-            source,
-        })?;
+        .map_err(|source| query_error(identity.lock_key(), source))?;
     match row.try_get::<_, Option<bool>>(0) {
         Ok(Some(true)) => Ok(()),
         Ok(_) => Err(LockError::Lost {
@@ -257,6 +269,21 @@ pub async fn release(client: &Client, identity: &LockIdentity) -> Result<(), Loc
             lock_key: identity.lock_key().to_owned(),
             source,
         }),
+    }
+}
+
+/// A failed try-lock or unlock: SQLSTATE `26000` (the prepared statement is unknown to the
+/// backend) means a pooler moved the session; anything else is a failed query.
+fn query_error(lock_key: &str, source: tokio_postgres::Error) -> LockError {
+    if source.code() == Some(&SqlState::INVALID_SQL_STATEMENT_NAME) {
+        tracing::debug!(lock_key, error = %source, "a prepared lock statement is unknown to the backend");
+        return LockError::StatementsMissing {
+            lock_key: lock_key.to_owned(),
+        };
+    }
+    LockError::Query {
+        lock_key: lock_key.to_owned(),
+        source,
     }
 }
 

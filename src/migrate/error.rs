@@ -235,7 +235,9 @@ impl RunError {
             RunError::SessionLost { .. } => Reason::ConnectionFailed,
             RunError::Lock(lock) => match lock.as_ref() {
                 LockError::Timeout { .. } => Reason::LockTimeout,
-                LockError::Lost { .. } | LockError::BackendChanged { .. } => Reason::LockLost,
+                LockError::Lost { .. }
+                | LockError::BackendChanged { .. }
+                | LockError::StatementsMissing { .. } => Reason::LockLost,
                 LockError::Cancelled { .. } => Reason::Cancelled,
                 LockError::Query { .. } | LockError::NullResult { .. } => Reason::ConnectionFailed,
             },

@@ -116,7 +116,7 @@ where
     // brought the table up to date: then there is nothing left to wait for.
     let done_by_holder = std::sync::atomic::AtomicU32::new(0);
     let wait = lock::acquire_while_needed(
-        client,
+        session,
         &identity,
         plan.lock_timeout,
         cancel,
@@ -331,7 +331,7 @@ pub(super) async fn locked<T>(
                     lock::Blocked::default()
                 }
             };
-            match lock::release(client, identity).await {
+            match lock::release(session, identity).await {
                 Ok(()) => Ok(Committed {
                     value,
                     lock_lost_after_commit: false,
@@ -355,7 +355,7 @@ pub(super) async fn locked<T>(
             if let Err(rollback) = client.batch_execute(ROLLBACK).await {
                 tracing::warn!(error = %rollback, table = %table, "rollback after a failed migration failed");
             }
-            if let Err(unlock) = lock::release(client, identity).await {
+            if let Err(unlock) = lock::release(session, identity).await {
                 tracing::warn!(error = %unlock, table = %table, "unlock after a failed migration failed; drop the session");
             }
             Err(error)

@@ -119,7 +119,7 @@ pub async fn drop_box_table(
     let client = session.client();
     let identity = LockIdentity::for_table(&plan.table);
     preflight(session, plan, &identity).await?;
-    let report = lock::acquire(client, &identity, plan.lock_timeout, cancel, on_waiting)
+    let report = lock::acquire(session, &identity, plan.lock_timeout, cancel, on_waiting)
         .instrument(
             tracing::info_span!("lock_wait", table = %plan.table, lock_key = %identity.lock_key()),
         )
