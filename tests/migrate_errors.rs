@@ -253,3 +253,39 @@ async fn a_statement_timeout_fails_the_step_and_rolls_back() {
     busy.batch_execute("ROLLBACK").await.unwrap();
     assert!(!history_exists(&client, "public").await);
 }
+
+#[tokio::test]
+async fn a_history_row_failing_after_its_ddl_in_the_same_batch_rolls_back_the_table_and_releases_the_lock()
+ {
+    let db = support::fresh_db().await;
+    let client = db.connect().await;
+    // The history table exists with Brighter's shape, and refuses every row: the fresh table's
+    // DDL succeeds, then the last statement of the same batch fails.
+    client
+        .batch_execute(&format!(
+            "{}; CREATE FUNCTION refuse_history() RETURNS trigger LANGUAGE plpgsql AS \
+             $$BEGIN RAISE EXCEPTION 'history row refused by the test'; END$$; \
+             CREATE TRIGGER refuse_history BEFORE INSERT ON public.\"__BrighterMigrationHistory\" \
+             FOR EACH ROW EXECUTE FUNCTION refuse_history()",
+            boxtable_operator::migrate::history::HistoryTable::Public.create_sql()
+        ))
+        .await
+        .unwrap();
+
+    let err = fails_without_change(&db, &outbox("Outbox").build()).await;
+
+    assert!(
+        chain(&err).contains("writing a history row")
+            && chain(&err).contains("history row refused by the test"),
+        "the history row's own error, not the aborted transaction's: {}",
+        chain(&err)
+    );
+    assert!(columns(&client, "public", "outbox").await.is_empty());
+
+    client
+        .batch_execute("DROP TRIGGER refuse_history ON public.\"__BrighterMigrationHistory\"")
+        .await
+        .unwrap();
+    let outcome = run(&db, &outbox("Outbox").build()).await.unwrap();
+    assert_eq!(outcome.to_version, 8);
+}

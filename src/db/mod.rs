@@ -2,6 +2,7 @@
 //! dedicated session that holds the advisory lock, and the pool that keeps sessions between passes.
 
 mod connstr;
+pub mod pipeline;
 pub mod pool;
 mod session;
 pub mod tls;

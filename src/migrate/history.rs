@@ -8,6 +8,7 @@ use tokio_postgres::Client;
 use tokio_postgres::types::Type;
 
 use super::{HistoryScope, RunError};
+use crate::db::pipeline;
 use crate::ident::{DEFAULT_SCHEMA, Ident, QualifiedName};
 
 /// The history table's name (quoted, mixed case).
@@ -19,7 +20,9 @@ pub const HISTORY_TABLE_NAME: &str = "__BrighterMigrationHistory";
 pub const CREATE_RACE_SQLSTATES: [&str; 3] = ["23505", "42P07", "42710"];
 
 const SAVEPOINT: &str = "SAVEPOINT boxtable_history";
-const ROLLBACK_TO_SAVEPOINT: &str = "ROLLBACK TO SAVEPOINT boxtable_history";
+/// Undoes a failed creation and leaves the savepoint, in one message.
+const ROLLBACK_TO_AND_RELEASE_SAVEPOINT: &str =
+    "ROLLBACK TO SAVEPOINT boxtable_history; RELEASE SAVEPOINT boxtable_history";
 const RELEASE_SAVEPOINT: &str = "RELEASE SAVEPOINT boxtable_history";
 
 const EXISTS_SQL: &str = "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class \
@@ -140,6 +143,13 @@ pub async fn exists(
 /// Creates the history table if missing, inside a savepoint, treating a concurrent creation (by a
 /// session that does not take this table's lock) as success. Runs inside the caller's transaction.
 ///
+/// `SAVEPOINT`, `CREATE TABLE IF NOT EXISTS` and `RELEASE SAVEPOINT` go out together, one round
+/// trip, each still its own message (so the `CREATE` is byte for byte the statement a plan lists).
+/// A failed `CREATE` aborts the transaction back to the savepoint (the `RELEASE` after it then
+/// fails with `25P02`); one more message rolls back to the savepoint and releases it. Returns
+/// whether that happened (a concurrent creation): statements sent after this one in the same
+/// batch failed too and must be sent again.
+///
 /// # Errors
 /// [`RunError`] classified from the database error (privilege, missing schema, other).
 ///
@@ -149,28 +159,37 @@ pub async fn ensure_table(
     client: &Client,
     history: &HistoryTable,
     table: &QualifiedName,
-) -> Result<(), RunError> {
+) -> Result<bool, RunError> {
     let op = "creating the history table";
-    client
-        .batch_execute(SAVEPOINT)
-        .await
-        .map_err(RunError::query(op, table))?;
-    if let Err(source) = client.batch_execute(&history.create_sql()).await {
-        let raced = source
-            .as_db_error()
-            .is_some_and(|db| CREATE_RACE_SQLSTATES.contains(&db.code().code()));
-        if !raced {
-            return Err(RunError::query(op, table)(source));
+    let create = history.create_sql();
+    let mut answers = pipeline::in_order(vec![
+        client.batch_execute(SAVEPOINT),
+        client.batch_execute(&create),
+        client.batch_execute(RELEASE_SAVEPOINT),
+    ])
+    .await
+    .into_iter();
+    let (saved, created, released) = (answers.next(), answers.next(), answers.next());
+    saved.transpose().map_err(RunError::query(op, table))?;
+    match created {
+        Some(Err(source)) => {
+            let raced = source
+                .as_db_error()
+                .is_some_and(|db| CREATE_RACE_SQLSTATES.contains(&db.code().code()));
+            if !raced {
+                return Err(RunError::query(op, table)(source));
+            }
+            client
+                .batch_execute(ROLLBACK_TO_AND_RELEASE_SAVEPOINT)
+                .await
+                .map_err(RunError::query(op, table))?;
+            Ok(true)
         }
-        client
-            .batch_execute(ROLLBACK_TO_SAVEPOINT)
-            .await
-            .map_err(RunError::query(op, table))?;
+        _ => {
+            released.transpose().map_err(RunError::query(op, table))?;
+            Ok(false)
+        }
     }
-    client
-        .batch_execute(RELEASE_SAVEPOINT)
-        .await
-        .map_err(RunError::query(op, table))
 }
 
 /// Copies this table's rows from `public`'s history into `history` (PerSchema), keeping

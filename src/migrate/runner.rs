@@ -5,7 +5,7 @@
 use std::future::Future;
 
 use tokio_postgres::Client;
-use tokio_postgres::types::Type;
+use tokio_postgres::types::{ToSql, Type};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
@@ -14,7 +14,7 @@ use super::history::{self, HistoryTable};
 use super::ownership;
 use super::statements::{self, Param, Purpose, Statement};
 use super::{HistoryScope, Outcome, Plan, RunError};
-use crate::db::Session;
+use crate::db::{Session, pipeline};
 use crate::lock::{self, Holder, LockError, LockIdentity, Wait};
 
 const BEGIN: &str = "BEGIN";
@@ -94,7 +94,14 @@ where
     let session = &*session;
     let client = session.client();
     let identity = LockIdentity::for_table(&plan.table);
-    preflight(session, plan, &identity).await?;
+    // One round trip for both: the lock-free check only reads, so it may go out before the
+    // preflight has answered; its answer counts only once the preflight has passed.
+    let (checked, found) = futures::future::join(
+        preflight(session, plan, &identity),
+        up_to_date_without_lock(client, plan, target),
+    )
+    .await;
+    checked?;
     let known_latest = plan.kind.latest();
     let up_to_date = |at: u32| Outcome {
         path: super::RunPath::UpToDate,
@@ -109,7 +116,7 @@ where
         duration: clock.elapsed(),
         drift: None,
     };
-    if let Some(at) = up_to_date_without_lock(client, plan, target).await? {
+    if let Some(at) = found? {
         return Ok(up_to_date(at));
     }
     // While another session holds the lock, check after each failed try whether it has already
@@ -297,11 +304,12 @@ pub(super) async fn locked<T>(
     let client = session.client();
     let table = &plan.table;
     let transaction = async {
-        client
-            .batch_execute(BEGIN)
-            .await
-            .map_err(RunError::query("opening the transaction", table))?;
-        set_local(client, plan).await?;
+        // `SET LOCAL` goes out with `BEGIN` (it has no effect outside a transaction), and a
+        // failed `BEGIN` fails the run before any of the work is sent.
+        let (begun, set) =
+            futures::future::join(client.batch_execute(BEGIN), set_local(client, plan)).await;
+        begun.map_err(RunError::query("opening the transaction", table))?;
+        set?;
         let value = work.await?;
         lock::ensure_still_held(client, identity)
             .await
@@ -323,15 +331,21 @@ pub(super) async fn locked<T>(
     };
     match result {
         Ok(value) => {
-            // Measured, not acted on: a failed look is only logged.
-            let blocked = match lock::blocked_on(client, identity).await {
+            // Who is blocked is read just before the unlock, in the same round trip. Measured,
+            // not acted on: a failed look is only logged.
+            let (blocked, released) = futures::future::join(
+                lock::blocked_on(client, identity),
+                lock::release(session, identity),
+            )
+            .await;
+            let blocked = match blocked {
                 Ok(blocked) => blocked,
                 Err(error) => {
                     tracing::debug!(error = %error, table = %table, "looking for sessions blocked on the lock failed");
                     lock::Blocked::default()
                 }
             };
-            match lock::release(session, identity).await {
+            match released {
                 Ok(()) => Ok(Committed {
                     value,
                     lock_lost_after_commit: false,
@@ -381,45 +395,79 @@ async fn set_local(client: &Client, plan: &Plan) -> Result<(), RunError> {
 }
 
 /// Reads the facts; with `ensure`, first creates the history table and seeds a per-schema copy.
+///
+/// With `ensure`, the catalog read, the history table's creation and (for a Global history) the
+/// read of its highest version go out together, one round trip: the creation runs before the
+/// version read on the server, so the read sees a table created just now. A missing schema is
+/// still reported as [`RunError::SchemaNotFound`] (the catalog read is looked at first, and the
+/// transaction that tried to create the history table is rolled back).
 pub(super) async fn read_facts(
     client: &Client,
     plan: &Plan,
     ensure: bool,
 ) -> Result<Facts, RunError> {
     let table = &plan.table;
+    let history = HistoryTable::for_table(table, plan.history_scope);
+    if ensure {
+        let per_schema = plan.history_scope == HistoryScope::PerSchema;
+        let (catalog, ensured, version) = futures::future::join3(
+            detect::catalog(client, table),
+            history::ensure_table(client, &history, table),
+            async {
+                if per_schema {
+                    None
+                } else {
+                    Some(history::max_version(client, &history, table).await)
+                }
+            },
+        )
+        .await;
+        let catalog = catalog?;
+        if !catalog.schema_exists {
+            return Err(RunError::SchemaNotFound {
+                schema: table.schema.to_string(),
+            });
+        }
+        let raced = ensured?;
+        let history_version = match version {
+            // A concurrent creation aborted the transaction back to the savepoint before the
+            // version read ran: read again now that it is rolled back.
+            Some(_) if raced => history::max_version(client, &history, table).await?,
+            Some(version) => version?,
+            None => {
+                history::seed_from_public(client, &history, table).await?;
+                history::max_version(client, &history, table).await?
+            }
+        };
+        return Ok(Facts {
+            table: catalog.table,
+            history_version,
+        });
+    }
     let catalog = detect::catalog(client, table).await?;
     if !catalog.schema_exists {
         return Err(RunError::SchemaNotFound {
             schema: table.schema.to_string(),
         });
     }
-    let history = HistoryTable::for_table(table, plan.history_scope);
+    let in_scope = match history {
+        HistoryTable::Public => catalog.history_in_public,
+        HistoryTable::InSchema(_) => catalog.history_in_schema,
+    };
+    let mut sources = Vec::new();
+    if in_scope {
+        sources.push(history.clone());
+    }
+    if plan.history_scope == HistoryScope::PerSchema
+        && history != HistoryTable::Public
+        && catalog.history_in_public
+    {
+        sources.push(HistoryTable::Public);
+    }
     let mut history_version = None;
-    if ensure {
-        history::ensure_table(client, &history, table).await?;
-        if plan.history_scope == HistoryScope::PerSchema {
-            history::seed_from_public(client, &history, table).await?;
-        }
-        history_version = history::max_version(client, &history, table).await?;
-    } else {
-        let in_scope = match history {
-            HistoryTable::Public => catalog.history_in_public,
-            HistoryTable::InSchema(_) => catalog.history_in_schema,
-        };
-        let mut sources = Vec::new();
-        if in_scope {
-            sources.push(history.clone());
-        }
-        if plan.history_scope == HistoryScope::PerSchema
-            && history != HistoryTable::Public
-            && catalog.history_in_public
-        {
-            sources.push(HistoryTable::Public);
-        }
-        for source in sources {
-            let v = history::max_version(client, &source, table).await?;
-            history_version = history_version.max(v);
-        }
+    for source in sources {
+        let v = history::max_version(client, &source, table).await?;
+        history_version = history_version.max(v);
     }
     Ok(Facts {
         table: catalog.table,
@@ -429,6 +477,10 @@ pub(super) async fn read_facts(
 
 /// The body of the migration transaction: ensure history, re-detect under the lock, apply the
 /// statements of [`statements::steps`] (the list `migrate --dry-run` prints).
+///
+/// The steps go out together, one round trip for all of them, and run on the server in order.
+/// The first failing step aborts the transaction, so every later one fails with `25P02` without
+/// doing anything; the first failure is the one reported, and the caller rolls back.
 async fn migrate(client: &Client, plan: &Plan, target: u32) -> Result<Decision, RunError> {
     let history = HistoryTable::for_table(&plan.table, plan.history_scope);
     let facts = read_facts(client, plan, true).await?;
@@ -437,9 +489,16 @@ async fn migrate(client: &Client, plan: &Plan, target: u32) -> Result<Decision, 
         ownership::ensure_owner(client, &plan.table, owner, ownership::Origin::Adopted).await?;
     }
     let decision = detect::decide(plan, target, &facts, &history.quoted())?;
-    for statement in statements::steps(plan, decision) {
-        execute(client, plan, &statement).await?;
-    }
+    let steps = statements::steps(plan, decision);
+    pipeline::in_order(
+        steps
+            .iter()
+            .map(|statement| execute(client, plan, statement))
+            .collect(),
+    )
+    .await
+    .into_iter()
+    .collect::<Result<Vec<()>, RunError>>()?;
     if let (Some(owner), Decision::Fresh { .. }) = (owner, decision) {
         ownership::ensure_owner(client, &plan.table, owner, ownership::Origin::Created).await?;
     }
@@ -454,16 +513,18 @@ async fn execute(client: &Client, plan: &Plan, statement: &Statement) -> Result<
             description,
         } => execute_step(client, plan, *version, description, &statement.sql).await,
         _ => {
-            let params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = statement
+            // Typed parameters: one unnamed Parse/Bind/Execute/Sync, one round trip, instead of
+            // preparing a named statement first.
+            let params: Vec<(&(dyn ToSql + Sync), Type)> = statement
                 .params
                 .iter()
                 .map(|p| match p {
-                    Param::Int(i) => i as &(dyn tokio_postgres::types::ToSql + Sync),
-                    Param::Text(t) => t as &(dyn tokio_postgres::types::ToSql + Sync),
+                    Param::Int(i) => (i as &(dyn ToSql + Sync), Type::INT4),
+                    Param::Text(t) => (t as &(dyn ToSql + Sync), Type::TEXT),
                 })
                 .collect();
             client
-                .execute(&statement.sql, &params)
+                .query_typed(&statement.sql, &params)
                 .await
                 .map(drop)
                 .map_err(RunError::query("writing a history row", &plan.table))
