@@ -143,6 +143,10 @@ cargo build -q --release --workspace --bins
 
 # ---------------------------------------------------------------- 5. (first, to check the DDL) no-op
 say "5. no-op run on an up-to-date table: round trips (proxy) and latency"
+# sqlx-cli is built without TLS and never asks for it; items 3 and 5 give every tool the same
+# sslmode=disable (no SSLRequest turn). Item 3 also times ours with the default sslmode=prefer.
+NOTLS='?sslmode=disable'
+
 admin -c 'CREATE DATABASE b5' -c 'CREATE DATABASE b5s'
 # proxied LABEL DB CMD...: runs CMD with PROXY_URL pointing at DB through pgproxy.py; the proxy's
 # per-connection report goes to $R/5-proxy-LABEL.json.
@@ -154,7 +158,7 @@ proxied() {
     > "$W/proxy.port" &
   proxy=$!
   until [ -s "$W/proxy.port" ]; do sleep 0.05; done
-  PROXY_URL="postgres://postgres:${PG_PASSWORD}@127.0.0.1:$(cat "$W/proxy.port")/$db" "$@" >/dev/null
+  PROXY_URL="postgres://postgres:${PG_PASSWORD}@127.0.0.1:$(cat "$W/proxy.port")/$db$NOTLS" "$@" >/dev/null
   kill -TERM "$proxy"
   wait "$proxy" || true
 }
@@ -166,15 +170,16 @@ proxied sqlx-fresh b5s run_sqlx
 proxied sqlx-noop b5s run_sqlx
 cp "$W/outbox_v8.sql" "$R/5-ddl.sql"
 timeit --runs "$RUNS" --json "$R/5-noop.json" \
-  --variant "ours=$MIGRATE '$(url b5)'" \
-  --variant "sqlx=$SQLX migrate run --source '$W/sqlx-migrations' --database-url '$(url b5s)'"
+  --variant "ours=$MIGRATE '$(url b5)$NOTLS'" \
+  --variant "sqlx=$SQLX migrate run --source '$W/sqlx-migrations' --database-url '$(url b5s)$NOTLS'"
 
 # ---------------------------------------------------------------- 3. one table, process start to exit
 say "3. one table from empty, whole process: migrate vs sqlx migrate run vs psql -f (floor)"
 timeit --runs "$RUNS" --json "$R/3-one.json" --prepare "$(recreate b3)" \
-  --variant "ours=$MIGRATE '$(url b3)'" \
-  --variant "sqlx=$SQLX migrate run --source '$W/sqlx-migrations' --database-url '$(url b3)'" \
-  --variant "psql='$PSQL' -X -q -1 -v ON_ERROR_STOP=1 -d '$(url b3)' -f '$W/outbox_v8.sql'"
+  --variant "ours=$MIGRATE '$(url b3)$NOTLS'" \
+  --variant "sqlx=$SQLX migrate run --source '$W/sqlx-migrations' --database-url '$(url b3)$NOTLS'" \
+  --variant "psql='$PSQL' -X -q -1 -v ON_ERROR_STOP=1 -d '$(url b3)$NOTLS' -f '$W/outbox_v8.sql'" \
+  --variant "ours_prefer=$MIGRATE '$(url b3)'"
 
 # ---------------------------------------------------------------- 4. 500 tables in 500 schemas
 say "4. $BULK_TABLES outbox tables in distinct schemas from empty: migrate -c 1/2/4/8 vs serial psql"
