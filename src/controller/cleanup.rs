@@ -15,8 +15,8 @@ use super::context::{
     Context, ReconcileError, application_name, owner_of, read_secret, secret_source, target,
 };
 use super::events::{self, Transition};
-use super::pass::Pass;
 use super::schedule::Trigger;
+use super::write::Pass;
 use crate::crd::{BoxTable, CONFIRM_DROP_ANNOTATION, DeletionPolicy, LockState};
 use crate::migrate::ownership::Origin;
 use crate::migrate::{DropBlock, DropRequest, DropVerdict, Plan, Rows};
@@ -79,7 +79,7 @@ pub(super) async fn cleanup(
         consent: consented(bt, &plan),
         suspended: bt.spec.suspend,
     };
-    let (on_waiting, contention) = super::pass::contention();
+    let (on_waiting, contention) = super::write::contention();
     let run = crate::converge::drop(
         &ctx.sessions,
         &target,
@@ -155,7 +155,7 @@ pub(super) async fn cleanup(
                 }],
             )
             .await;
-            super::pass::record_result(ctx, ReconcileResult::Success, pass.started);
+            super::write::record_result(ctx, ReconcileResult::Success, pass.started);
             Ok(Cleanup::Release)
         }
         Err(error) if error.reason() == Reason::Cancelled => {
@@ -279,7 +279,7 @@ async fn keep_blocked(
 ) -> Result<Cleanup, ReconcileError> {
     let observed = Observed::Failed {
         reason: Reason::DropBlocked,
-        message: format!("{message}; {}", super::pass::retry_note(pass.ctx.resync)),
+        message: format!("{message}; {}", super::write::retry_note(pass.ctx.resync)),
         lock: Some(lock),
     };
     pass.publish(Some(plan), &observed).await?;
@@ -287,7 +287,7 @@ async fn keep_blocked(
     let uid = pass.bt.uid().unwrap_or_default();
     ctx.backoff.on_success(&uid);
     ctx.schedule.record(&uid, &Trigger::of(pass.bt), ctx.resync);
-    super::pass::record_result(ctx, ReconcileResult::Stalled, pass.started);
+    super::write::record_result(ctx, ReconcileResult::Stalled, pass.started);
     Ok(Cleanup::Keep(Action::requeue(ctx.resync)))
 }
 
@@ -310,7 +310,7 @@ async fn keep_failed(
     let uid = pass.bt.uid().unwrap_or_default();
     ctx.metrics.record_failure(Reason::DropFailed);
     ctx.metrics.record_drop(DropResult::Failed);
-    super::pass::record_result(ctx, ReconcileResult::Retry, pass.started);
+    super::write::record_result(ctx, ReconcileResult::Retry, pass.started);
     let delay = ctx.backoff.on_failure(&uid);
     ctx.schedule.record(&uid, &Trigger::of(pass.bt), delay);
     tracing::warn!(table = %plan.table, retry_in = ?delay, "drop failed: {cause}");

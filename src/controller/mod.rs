@@ -11,11 +11,11 @@ mod context;
 pub mod events;
 mod finalizer;
 pub mod leader;
-mod pass;
 pub mod reconcile;
 pub mod schedule;
 mod secret_guard;
 pub mod secrets;
+mod write;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,5 +1,5 @@
 //! Reconciling one BoxTable: finalizer glue around `apply` (converge the table against its
-//! database) and `cleanup` (in `cleanup.rs`); the status each pass writes is handled in `pass.rs`,
+//! database) and `cleanup` (in `cleanup.rs`); the status each pass writes is handled in `write.rs`,
 //! what passes share in `context.rs`.
 //!
 //! Only a `deletionPolicy: Drop` BoxTable carries the finalizer: it is added before the first
@@ -21,9 +21,9 @@ use super::context::{
 };
 use super::events;
 use super::finalizer;
-use super::pass::Pass;
 use super::schedule::Trigger;
 use super::secrets::{DatabaseSecret, SecretError};
+use super::write::Pass;
 use crate::converge::{self, Target};
 use crate::crd::BoxTable;
 use crate::migrate::{Plan, RunPath};
@@ -126,7 +126,7 @@ async fn pass(
         }
     };
     if result.is_err() {
-        super::pass::record_result(&ctx, ReconcileResult::Retry, started);
+        super::write::record_result(&ctx, ReconcileResult::Retry, started);
     }
     result
 }
@@ -250,7 +250,7 @@ async fn migrate(
     target: &Target<'_>,
 ) -> Result<Action, ReconcileError> {
     let ctx = pass.ctx;
-    let (on_waiting, contention) = super::pass::contention();
+    let (on_waiting, contention) = super::write::contention();
     let (api, bt) = (pass.api, pass.bt);
     let run = converge::migrate(
         &ctx.sessions,

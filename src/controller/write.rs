@@ -1,6 +1,6 @@
-//! One pass over one BoxTable: computing its status, writing it only when it changed, publishing
-//! the transitions as events, reporting a lock wait while it lasts, and deciding when the object
-//! is due again.
+//! The write step of one pass over one BoxTable: computing its status, writing it only when it
+//! changed, publishing the transitions as events, reporting a lock wait while it lasts, and
+//! deciding when the object is due again.
 
 use std::future::Future;
 use std::time::{Duration, Instant};
