@@ -15,6 +15,8 @@ pub enum Reason {
     AheadOfOperator,
     /// Another session holds the advisory lock; the operator is polling.
     WaitingForLock,
+    /// The lock is held and the migration transaction is running.
+    Migrating,
     /// The lock wait reached its timeout.
     LockTimeout,
     /// The session no longer held the lock when it tried to release it (a pooler or a killed backend).
@@ -79,11 +81,12 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason, for tests and for pre-registering metric labels.
-    pub const ALL: [Reason; 32] = [
+    pub const ALL: [Reason; 33] = [
         Reason::UpToDate,
         Reason::Migrated,
         Reason::AheadOfOperator,
         Reason::WaitingForLock,
+        Reason::Migrating,
         Reason::LockTimeout,
         Reason::LockLost,
         Reason::SecretNotFound,
@@ -121,6 +124,7 @@ impl Reason {
             Reason::Migrated => "Migrated",
             Reason::AheadOfOperator => "AheadOfOperator",
             Reason::WaitingForLock => "WaitingForLock",
+            Reason::Migrating => "Migrating",
             Reason::LockTimeout => "LockTimeout",
             Reason::LockLost => "LockLost",
             Reason::SecretNotFound => "SecretNotFound",
@@ -192,6 +196,7 @@ impl Reason {
                 | Reason::Migrated
                 | Reason::AheadOfOperator
                 | Reason::WaitingForLock
+                | Reason::Migrating
                 | Reason::Suspended
                 | Reason::Deleting
                 | Reason::Dropped
@@ -263,6 +268,7 @@ mod tests {
     fn progress_reasons_never_stall() {
         for reason in [
             Reason::WaitingForLock,
+            Reason::Migrating,
             Reason::UpToDate,
             Reason::Migrated,
             Reason::AheadOfOperator,

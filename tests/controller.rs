@@ -1,5 +1,5 @@
-//! The controller end to end, in-process: BoxTables on the local API server, tables in a real
-//! PostgreSQL, and `controller::run` reconciling between them (issue 4).
+//! The controller end to end, in-process: BoxTables on the real kube-apiserver, tables in a real
+//! PostgreSQL, and `controller::run` reconciling between them.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod controller_support;
@@ -66,6 +66,55 @@ async fn raising_the_target_version_migrates_the_table_up_to_it() {
     assert_eq!(bt.metadata.generation, Some(2));
     let last_run = bt.status.unwrap().last_run.unwrap();
     assert_eq!((last_run.from_version, last_run.to_version), (5, 8));
+    assert_eq!(
+        h.history_versions("public", "outbox").await,
+        vec![5, 6, 7, 8]
+    );
+}
+
+#[tokio::test]
+async fn a_migration_stuck_behind_a_table_lock_shows_acquired_and_migrating_until_it_finishes() {
+    let h = Harness::start().await;
+    h.apply(boxtable("orders").outbox().target(5)).await;
+    h.wait_ready("orders").await;
+
+    // An application transaction reads the table: the upgrade's ALTER TABLE waits behind it
+    // while the operator holds Brighter's lock.
+    let app = h.sql().await;
+    app.batch_execute("BEGIN; LOCK TABLE public.outbox IN ACCESS SHARE MODE")
+        .await
+        .unwrap();
+    h.patch_spec("orders", json!({"targetVersion": 8})).await;
+    let bt = h
+        .wait_for("orders", "lock Acquired, reason Migrating", |bt| {
+            bt.status.as_ref().is_some_and(|s| {
+                s.lock
+                    .as_ref()
+                    .is_some_and(|l| l.state == LockState::Acquired)
+                    && has(s, "Ready", "False")
+                    && reason(s) == "Migrating"
+            })
+        })
+        .await;
+    let status = bt.status.unwrap();
+    assert!(
+        has(&status, "Reconciling", "True") && has(&status, "Stalled", "False"),
+        "{status:?}"
+    );
+    let lock = status.lock.unwrap();
+    assert!(lock.last_acquired_time.is_some(), "{lock:?}");
+    assert_eq!(status.applied_version, Some(5), "nothing is committed yet");
+    assert_eq!(h.history_versions("public", "outbox").await, vec![5]);
+
+    app.batch_execute("COMMIT").await.unwrap();
+    let bt = h
+        .wait_for("orders", "version 8", |bt| {
+            is_ready(bt) && bt.status.as_ref().unwrap().applied_version == Some(8)
+        })
+        .await;
+    let status = bt.status.unwrap();
+    assert_eq!(reason(&status), "Migrated");
+    assert_eq!(status.lock.unwrap().state, LockState::Released);
     assert_eq!(
         h.history_versions("public", "outbox").await,
         vec![5, 6, 7, 8]

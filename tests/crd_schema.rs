@@ -95,7 +95,7 @@ fn enums_list_exactly_the_contract_values() {
         ("spec.deletionPolicy", json!(["Retain", "Drop"])),
         (
             "status.lock.state",
-            json!(["Waiting", "Released", "TimedOut", "Lost"]),
+            json!(["Waiting", "Acquired", "Released", "TimedOut", "Lost"]),
         ),
         (
             "status.lastRun.path",

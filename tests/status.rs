@@ -93,6 +93,7 @@ fn waiting_for(holder: Option<Holder>) -> Observed {
 fn every_observation() -> Vec<Observed> {
     let mut all = vec![
         waiting_for(Some(holder(4242, "orders-api"))),
+        Observed::Migrating(LockObservation::acquired(1, Duration::ZERO, t(0))),
         succeeded(RunPath::Fresh, 0, 8),
         succeeded(RunPath::Bootstrap, 2, 8),
         succeeded(RunPath::Normal, 6, 8),
@@ -178,6 +179,23 @@ fn waiting_without_a_visible_holder_still_names_the_lock() {
         "waiting for lock BrighterMigration_public.outbox"
     );
     assert_eq!(status.lock.unwrap().holder, None);
+}
+
+#[test]
+fn migrating_holds_the_lock_and_is_in_progress() {
+    let status = status_of(&Observed::Migrating(LockObservation::acquired(
+        1,
+        Duration::ZERO,
+        t(0),
+    )));
+    assert_eq!(kstatus(&status), IN_PROGRESS);
+    assert_eq!(
+        ready(&status),
+        ("Migrating", "migrating public.outbox to version 8")
+    );
+    let lock = status.lock.unwrap();
+    assert_eq!(lock.state, LockState::Acquired);
+    assert!(lock.last_acquired_time.is_some());
 }
 
 #[test]

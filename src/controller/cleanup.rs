@@ -88,7 +88,7 @@ pub(super) async fn cleanup(
         &ctx.shutdown,
         on_waiting,
     );
-    let result = pass.run_reporting_waits(&plan, contention, run).await;
+    let result = pass.run_reporting_waits(&plan, contention, None, run).await;
     let table = plan.table.to_string();
     match result {
         Ok(outcome) => {

@@ -100,7 +100,7 @@ pub fn transitions(before: Option<&BoxTableStatus>, after: &BoxTableStatus) -> V
             // Waiting is covered by the lock event above; UpToDate is news only after a failure.
             let was_ready = old_ready.as_ref().is_some_and(|(s, _, _)| s == "True");
             let noteworthy = match reason {
-                Reason::WaitingForLock => false,
+                Reason::WaitingForLock | Reason::Migrating => false,
                 Reason::UpToDate => old_ready.is_some() && !was_ready,
                 _ => true,
             };
@@ -154,7 +154,7 @@ pub fn replanned(plan: &Plan, note: String) -> Transition {
 fn action_for(reason: Reason) -> &'static str {
     match reason {
         Reason::LockTimeout | Reason::LockLost | Reason::WaitingForLock => "Lock",
-        Reason::Migrated | Reason::MigrationFailed => "Migrate",
+        Reason::Migrated | Reason::MigrationFailed | Reason::Migrating => "Migrate",
         Reason::Deleting | Reason::DropFailed | Reason::DropBlocked => "Drop",
         _ => "Reconcile",
     }

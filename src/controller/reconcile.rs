@@ -243,7 +243,8 @@ async fn conflicting_owner(
 }
 
 /// Runs the migration, writing a `Waiting` status (with the holder) as soon as the lock is found
-/// taken and refreshing it while the wait lasts, then the outcome.
+/// taken and refreshing it while the wait lasts, `Migrating` if the change itself runs longer than
+/// [`super::write::MIGRATING_AFTER`], then the outcome.
 async fn migrate(
     mut pass: Pass<'_>,
     plan: &Plan,
@@ -251,6 +252,7 @@ async fn migrate(
 ) -> Result<Action, ReconcileError> {
     let ctx = pass.ctx;
     let (on_waiting, contention) = super::write::contention();
+    let (on_holding, holding) = super::write::holding();
     let (api, bt) = (pass.api, pass.bt);
     let run = converge::migrate(
         &ctx.sessions,
@@ -258,9 +260,17 @@ async fn migrate(
         plan,
         &ctx.shutdown,
         on_waiting,
-        move || still_wanted(api, bt),
+        move || async move {
+            let verdict = still_wanted(api, bt).await;
+            if verdict.is_ok() {
+                on_holding();
+            }
+            verdict
+        },
     );
-    let result = pass.run_reporting_waits(plan, contention, run).await;
+    let result = pass
+        .run_reporting_waits(plan, contention, Some(holding), run)
+        .await;
     let observed = match result {
         Ok(outcome) => {
             if let Some(note) = crate::status::replanned(pass.written.as_ref(), &outcome) {

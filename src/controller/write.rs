@@ -23,8 +23,48 @@ use crate::telemetry::ReconcileResult;
 /// interval, not one per try.
 pub(super) const WAIT_PROGRESS: Duration = Duration::from_secs(5);
 
+/// How long a migration may hold the lock before the status says so (`lock.state: Acquired`,
+/// reason `Migrating`): a run that takes milliseconds costs no extra write, one that waits on a
+/// table lock or rewrites a large table shows what it is doing while it does it.
+pub(super) const MIGRATING_AFTER: Duration = Duration::from_secs(2);
+
 /// The receiving end of a run's "the lock is taken" callback (see [`contention`]).
 pub(super) struct Contention(tokio::sync::oneshot::Receiver<(Option<Holder>, Instant)>);
+
+/// The receiving end of a migration's "the lock is mine and the change begins" signal (see
+/// [`holding`]).
+pub(super) struct Holding(tokio::sync::oneshot::Receiver<(Instant, jiff::Timestamp)>);
+
+/// A callback for a migration's gate to call once it let the run go on (the lock is held and the
+/// transaction is about to change the table), and the [`Holding`] that hears from it.
+pub(super) fn holding() -> (impl FnOnce() + Send, Holding) {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let notify = move || {
+        let _ = tx.send((Instant::now(), jiff::Timestamp::now()));
+    };
+    (notify, Holding(rx))
+}
+
+/// What woke [`Pass::run_reporting_waits`].
+enum Wake<T> {
+    Finished(T),
+    Contended(Option<Holder>, Instant),
+    Holding(Instant, jiff::Timestamp),
+    RefreshWait,
+    ShowMigrating,
+}
+
+/// Waits for `rx` once; pending forever once it has answered (or when there is none).
+async fn once<T>(rx: &mut Option<tokio::sync::oneshot::Receiver<T>>) -> Option<T> {
+    match rx {
+        Some(pending) => {
+            let value = pending.await.ok();
+            *rx = None;
+            value
+        }
+        None => std::future::pending().await,
+    }
+}
 
 /// A callback to hand to a run as its `on_waiting`, and the [`Contention`] that hears from it.
 pub(super) fn contention() -> (impl FnOnce(Option<Holder>) + Send, Contention) {
@@ -44,6 +84,15 @@ pub(super) struct Pass<'a> {
     pub(super) name: String,
     pub(super) written: Option<BoxTableStatus>,
     pub(super) started: Instant,
+}
+
+/// A `Waiting` observation `waited` into a wait, with the tries the poll schedule has made by then.
+fn waiting_observation(holder: Option<Holder>, waited: Duration) -> Observed {
+    Observed::Waiting(LockObservation::waiting(
+        crate::lock::tries_within(waited),
+        waited,
+        holder,
+    ))
 }
 
 impl<'a> Pass<'a> {
@@ -105,7 +154,10 @@ impl<'a> Pass<'a> {
 
     /// Drives `run` (a migration or a drop) to its end; once `contention` says the lock is taken,
     /// writes a `Waiting` status naming the holder at once and refreshes its tries and time waited
-    /// every [`WAIT_PROGRESS`] until the run ends. Status write failures are logged: the run goes on.
+    /// every [`WAIT_PROGRESS`] until the lock is ours or the run ends. Once `holding` says the
+    /// lock is held and the change has begun, a run still going after [`MIGRATING_AFTER`] writes
+    /// `Acquired` / `Migrating`. Status write failures are logged: the run goes on. Every write
+    /// here is awaited before this returns, so the caller's final status is always the last one.
     ///
     /// The tries shown while waiting follow the lock's poll schedule (the count at the end of a
     /// wait, written with the outcome, is the one the lock loop made).
@@ -113,34 +165,69 @@ impl<'a> Pass<'a> {
         &mut self,
         plan: &Plan,
         contention: Contention,
+        holding: Option<Holding>,
         run: F,
     ) -> F::Output {
         tokio::pin!(run);
-        let (holder, since) = tokio::select! {
-            biased;
-            output = &mut run => return output,
-            contended = contention.0 => match contended {
-                Ok(contended) => contended,
-                Err(_) => return run.await,
-            },
-        };
-        let start = tokio::time::Instant::from_std(since) + WAIT_PROGRESS;
-        let mut progress = tokio::time::interval_at(start, WAIT_PROGRESS);
-        progress.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut contended = Some(contention.0);
+        let mut held = holding.map(|h| h.0);
+        let mut waiting: Option<(Option<Holder>, Instant)> = None;
+        let mut progress: Option<tokio::time::Interval> = None;
+        let mut migrating: Option<(tokio::time::Instant, LockObservation)> = None;
         loop {
-            let waited = since.elapsed();
-            let observed = Observed::Waiting(LockObservation::waiting(
-                crate::lock::tries_within(waited),
-                waited,
-                holder.clone(),
-            ));
-            if let Err(error) = self.publish(Some(plan), &observed).await {
-                tracing::warn!(error = %crate::report::chain(&error), "writing the waiting status failed");
-            }
-            tokio::select! {
+            let wake = tokio::select! {
                 biased;
-                output = &mut run => return output,
-                _ = progress.tick() => {}
+                output = &mut run => Wake::Finished(output),
+                Some((holder, since)) = once(&mut contended) => Wake::Contended(holder, since),
+                Some((at, stamp)) = once(&mut held) => Wake::Holding(at, stamp),
+                _ = async {
+                    match progress.as_mut() {
+                        Some(interval) => interval.tick().await,
+                        None => std::future::pending().await,
+                    }
+                } => Wake::RefreshWait,
+                () = async {
+                    match &migrating {
+                        Some((due, _)) => tokio::time::sleep_until(*due).await,
+                        None => std::future::pending().await,
+                    }
+                } => Wake::ShowMigrating,
+            };
+            let observed = match wake {
+                Wake::Finished(output) => return output,
+                Wake::Contended(holder, since) => {
+                    let start = tokio::time::Instant::from_std(since) + WAIT_PROGRESS;
+                    let mut interval = tokio::time::interval_at(start, WAIT_PROGRESS);
+                    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                    progress = Some(interval);
+                    waiting = Some((holder.clone(), since));
+                    waiting_observation(holder, since.elapsed())
+                }
+                Wake::RefreshWait => match &waiting {
+                    Some((holder, since)) => waiting_observation(holder.clone(), since.elapsed()),
+                    None => continue,
+                },
+                Wake::Holding(at, stamp) => {
+                    // The wait is over: no more Waiting refreshes.
+                    progress = None;
+                    let (attempts, waited) = match waiting.take() {
+                        Some((_, since)) => {
+                            let waited = at.saturating_duration_since(since);
+                            (crate::lock::tries_within(waited), waited)
+                        }
+                        None => (1, Duration::ZERO),
+                    };
+                    let due = tokio::time::Instant::from_std(at) + MIGRATING_AFTER;
+                    migrating = Some((due, LockObservation::acquired(attempts, waited, stamp)));
+                    continue;
+                }
+                Wake::ShowMigrating => match migrating.take() {
+                    Some((_, lock)) => Observed::Migrating(lock),
+                    None => continue,
+                },
+            };
+            if let Err(error) = self.publish(Some(plan), &observed).await {
+                tracing::warn!(error = %crate::report::chain(&error), "writing the in-progress status failed");
             }
         }
     }

@@ -98,6 +98,8 @@ pub struct PgLocks {
 pub enum LockState {
     /// Another session holds it; the operator is polling.
     Waiting,
+    /// The operator holds it (a migration is running).
+    Acquired,
     /// The operator took it and released it.
     Released,
     /// The wait reached its timeout.

@@ -38,6 +38,14 @@ impl LockObservation {
         Self::new(LockState::TimedOut, attempts, waited, holder)
     }
 
+    /// The operator took the lock at `at`.
+    pub fn acquired(attempts: u32, waited: Duration, at: Timestamp) -> Self {
+        Self {
+            acquired_at: Some(at),
+            ..Self::new(LockState::Acquired, attempts, waited, None)
+        }
+    }
+
     /// The session no longer held the lock when it tried to release it.
     pub fn lost(attempts: u32, waited: Duration) -> Self {
         Self::new(LockState::Lost, attempts, waited, None)

@@ -42,6 +42,8 @@ pub const MAX_MESSAGE_BYTES: usize = 1024;
 pub enum Observed {
     /// Another session holds the advisory lock; the operator is polling. In progress.
     Waiting(LockObservation),
+    /// The lock is held and the migration transaction is running. In progress.
+    Migrating(LockObservation),
     /// The run finished: the table is at its target version. Done.
     Succeeded(Outcome),
     /// The pass failed. In progress (retried) unless `reason.is_stalled()`, then given up.
@@ -112,7 +114,7 @@ pub fn desired_status(
             would: Some(decision),
             ..
         } => plan.map(|p| pending_plan(p, *decision)),
-        Observed::Waiting(_) => prev.pending.clone(),
+        Observed::Waiting(_) | Observed::Migrating(_) => prev.pending.clone(),
         _ => None,
     };
     let drift = match observed {
@@ -129,6 +131,13 @@ pub fn desired_status(
                 Reason::WaitingForLock,
                 waiting_message(plan, obs.holder.as_ref()),
             )
+        }
+        Observed::Migrating(obs) => {
+            lock = plan
+                .map(|p| observed_lock(p, prev.lock.as_ref(), obs))
+                .or(lock);
+            let message = format!("migrating {shown} to version {}", version_text(target));
+            in_progress(Reason::Migrating, message)
         }
         Observed::Succeeded(outcome) => {
             applied = Some(outcome.to_version);
@@ -332,7 +341,7 @@ fn conditions(
 ) -> Vec<Condition> {
     let message = truncate(&verdict.message);
     let reconciling_message = match (verdict.reconciling, verdict.reason) {
-        (true, Reason::WaitingForLock | Reason::Deleting) => message.clone(),
+        (true, Reason::WaitingForLock | Reason::Migrating | Reason::Deleting) => message.clone(),
         (true, _) => truncate(&format!("retrying: {}", verdict.message)),
         (false, _) if verdict.stalled => truncate(&format!(
             "given up until something changes: {}",
