@@ -37,7 +37,9 @@ done
 
 test_args=()
 for suite in "${SUITES[@]}"; do test_args+=(--test "$suite"); done
-cargo build --bins
+# The same set as scripts/test.sh builds: a build of the root package alone unifies the
+# dependencies' features differently and would compile kube, k8s-openapi and the rest again.
+cargo build --workspace --bins
 # The test executables, run directly below: majors running side by side then never wait on cargo's
 # build-directory lock.
 mapfile -t binaries < <(cargo test --no-run "${test_args[@]}" --message-format=json \
