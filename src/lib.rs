@@ -11,7 +11,6 @@ pub mod crd;
 pub mod db;
 pub mod duration;
 pub mod ident;
-pub mod job;
 pub mod lock;
 pub mod manifests;
 pub mod migrate;

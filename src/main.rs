@@ -10,9 +10,11 @@ use boxtable_operator::controller::{self, Settings};
 use boxtable_operator::ident::QualifiedName;
 use boxtable_operator::lock::LockIdentity;
 use boxtable_operator::telemetry::{self, LogFormat, Metrics, Readiness, TelemetryServer};
-use boxtable_operator::{crd, duration, job, manifests, report};
+use boxtable_operator::{crd, duration, manifests, report};
 use clap::{Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
+
+mod cli;
 
 /// Provisions Brighter outbox and inbox tables in PostgreSQL from BoxTable resources.
 #[derive(Debug, Parser)]
@@ -447,23 +449,23 @@ async fn migrate(args: MigrateArgs) -> ExitCode {
     };
     let cancel = CancellationToken::new();
     cancel_on_signal(cancel.clone());
-    let options = job::Options {
+    let options = cli::migrate::Options {
         database_url,
         ca_pem,
         concurrency: args.concurrency,
         mode: if args.dry_run {
-            job::Mode::Plan
+            cli::migrate::Mode::Plan
         } else {
-            job::Mode::Apply
+            cli::migrate::Mode::Apply
         },
     };
-    let results = job::run(&found, &options, &cancel).await;
+    let results = cli::migrate::run(&found, &options, &cancel).await;
     let printed = match args.output {
         OutputArg::Text => {
             if args.dry_run {
-                print!("{}", job::render::plan(&results));
+                print!("{}", cli::migrate::render::plan(&results));
             }
-            print!("{}", job::render::summary(&results));
+            print!("{}", cli::migrate::render::summary(&results));
             Ok(())
         }
         OutputArg::Yaml => results.iter().try_for_each(|result| {
@@ -476,13 +478,13 @@ async fn migrate(args: MigrateArgs) -> ExitCode {
             .map_err(|e| e.to_string()),
     };
     if args.output != OutputArg::Text {
-        eprint!("{}", job::render::summary(&results));
+        eprint!("{}", cli::migrate::render::summary(&results));
     }
     if let Err(error) = printed {
         eprintln!("{NAME}: cannot print the results: {error}");
         return ExitCode::FAILURE;
     }
-    ExitCode::from(job::worst(&results).exit_code())
+    ExitCode::from(cli::migrate::worst(&results).exit_code())
 }
 
 fn print_crd() -> ExitCode {

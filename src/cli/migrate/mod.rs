@@ -9,17 +9,17 @@ use futures::StreamExt;
 use kube::ResourceExt;
 use tokio_util::sync::CancellationToken;
 
-use crate::converge::{self, Target};
-use crate::crd::BoxTable;
-use crate::db::{ConnectionSettings, PoolSettings, SessionPool};
-use crate::lock::LockIdentity;
-use crate::manifests::{Document, Manifests};
-use crate::migrate::{Plan, RunPath};
-use crate::pass;
-use crate::reason::Reason;
-use crate::report::chain;
-use crate::source;
-use crate::status::{self, Observed};
+use boxtable_operator::converge::{self, Target};
+use boxtable_operator::crd::BoxTable;
+use boxtable_operator::db::{ConnectionSettings, PoolSettings, SessionPool};
+use boxtable_operator::lock::LockIdentity;
+use boxtable_operator::manifests::{Document, Manifests};
+use boxtable_operator::migrate::{Plan, RunPath};
+use boxtable_operator::pass;
+use boxtable_operator::reason::Reason;
+use boxtable_operator::report::chain;
+use boxtable_operator::source;
+use boxtable_operator::status::{self, Observed};
 
 pub use result::{
     DatabaseTarget, DriftSummary, PlanReport, PlannedStatement, TableResult, Verdict, worst,
@@ -137,7 +137,7 @@ async fn one(
     cancel: &CancellationToken,
 ) -> TableResult {
     let bt = &document.boxtable;
-    let plan = crate::plan::plan(&bt.spec);
+    let plan = boxtable_operator::plan::plan(&bt.spec);
     let connection = connection(bt, manifests, options);
     let database = connection
         .as_ref()
@@ -148,7 +148,7 @@ async fn one(
         source: document.source.to_string(),
         name: bt.name_any(),
         namespace: bt.namespace(),
-        table: crate::plan::resolve_table(&bt.spec)
+        table: boxtable_operator::plan::resolve_table(&bt.spec)
             .ok()
             .map(|t| t.to_string()),
         database,
@@ -242,7 +242,7 @@ fn applied(
         Observed::Suspended {
             applied_version, ..
         } => {
-            if applied_version.unwrap_or(0) >= crate::plan::target_version(plan) {
+            if applied_version.unwrap_or(0) >= boxtable_operator::plan::target_version(plan) {
                 Verdict::Ready
             } else {
                 Verdict::Pending

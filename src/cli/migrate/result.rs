@@ -3,12 +3,12 @@
 
 use serde::Serialize;
 
-use crate::crd::BoxTableStatus;
-use crate::db::ConnectionSettings;
-use crate::manifests::Problem;
-use crate::migrate::statements::{Param, Statement};
-use crate::reason::Reason;
-use crate::status::{self, Observed};
+use boxtable_operator::crd::BoxTableStatus;
+use boxtable_operator::db::ConnectionSettings;
+use boxtable_operator::manifests::Problem;
+use boxtable_operator::migrate::statements::{Param, Statement};
+use boxtable_operator::reason::Reason;
+use boxtable_operator::status::{self, Observed};
 
 /// How one table ended, worst last. The command's exit code is the worst verdict's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -119,7 +119,7 @@ pub struct DriftSummary {
 
 impl DriftSummary {
     /// The summary of `report`.
-    pub fn of(report: &crate::migrate::drift::DriftReport) -> Self {
+    pub fn of(report: &boxtable_operator::migrate::drift::DriftReport) -> Self {
         Self {
             drifted: report.drifted(),
             version: report.version,

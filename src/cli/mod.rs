@@ -1,0 +1,3 @@
+//! The commands of the `boxtable-operator` binary.
+
+pub mod migrate;
