@@ -2,6 +2,7 @@
 //! Kubernetes Job, a CI step, a laptop), through the same converge path the controller uses; or,
 //! with `--dry-run`, planned: what each run would do and the exact statements it would send.
 
+mod command;
 pub mod render;
 mod result;
 
@@ -21,6 +22,7 @@ use boxtable_operator::report::chain;
 use boxtable_operator::source;
 use boxtable_operator::status::{self, Observed};
 
+pub use command::execute;
 pub use result::{
     DatabaseTarget, DriftSummary, PlanReport, PlannedStatement, TableResult, Verdict, worst,
 };

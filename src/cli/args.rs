@@ -1,0 +1,165 @@
+//! The command line: the commands, their arguments and the parsers that validate them.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use boxtable_operator::duration;
+use clap::{Parser, Subcommand};
+
+/// Provisions Brighter outbox and inbox tables in PostgreSQL from BoxTable resources.
+#[derive(Debug, Parser)]
+#[command(name = "boxtable-operator", version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the controller (the default).
+    Run(RunArgs),
+    /// Print the BoxTable CustomResourceDefinition as YAML.
+    Crd,
+    /// Print the lock identity of a box table: lockKey, key, hex, pg_locks classid/objid and a
+    /// query that shows the lock's holder.
+    Key(KeyArgs),
+    /// Apply BoxTable manifests straight to a database, without a cluster, checked as strictly
+    /// as kubectl and the CRD check them. Prints a summary; exit code 0 when every table is at
+    /// its target, 2 when changes are pending (a plan, or a suspended table), 1 on any error.
+    Migrate(MigrateArgs),
+    /// `migrate --dry-run`: print what each run would do and the exact statements it would send.
+    Plan(MigrateArgs),
+}
+
+#[derive(Debug, Parser)]
+#[command(name = "run")]
+pub struct RunArgs {
+    /// Namespace to watch (repeatable); all namespaces when omitted.
+    #[arg(
+        long = "namespace",
+        short = 'n',
+        env = "WATCH_NAMESPACE",
+        value_delimiter = ','
+    )]
+    pub namespaces: Vec<String>,
+    /// BoxTables reconciled at once.
+    #[arg(long, default_value_t = 4)]
+    pub concurrency: u16,
+    /// Address of /metrics, /healthz and /readyz.
+    #[arg(long, default_value = "0.0.0.0:8080")]
+    pub metrics_addr: SocketAddr,
+    /// Drift-check interval for Ready tables, and retry interval for stalled ones (e.g. 5m).
+    #[arg(long, default_value = "5m", value_parser = parse_interval)]
+    pub resync_interval: Duration,
+    /// First retry delay after a transient failure; doubles per failure up to 5m, with jitter.
+    #[arg(long, default_value = "5s", value_parser = parse_retry_base)]
+    pub retry_backoff: Duration,
+    /// Take the coordination.k8s.io Lease `boxtable-operator` before reconciling.
+    #[arg(long)]
+    pub leader_election: bool,
+    /// Namespace of the leader-election Lease (defaults to the pod's namespace).
+    #[arg(long, env = "POD_NAMESPACE")]
+    pub leader_election_namespace: Option<String>,
+    /// This replica's identity for events and leader election.
+    #[arg(long, env = "POD_NAME")]
+    pub instance: Option<String>,
+    /// Log format.
+    #[arg(long, value_enum, default_value_t = LogFormatArg::Text)]
+    pub log_format: LogFormatArg,
+    /// Export a trace of each reconcile pass over OTLP (HTTP, protobuf) to this collector base
+    /// URL, e.g. http://otel-collector:4318 (spans go to /v1/traces); off when unset.
+    #[arg(long, value_name = "URL")]
+    pub otlp_endpoint: Option<String>,
+    /// Watch and read only the Secrets matching this label selector (e.g.
+    /// `brighter.dev/connection=true`); a BoxTable referencing any other Secret is Stalled with
+    /// `SecretNotSelected`. Default: every Secret's metadata is watched.
+    #[arg(long, env = "SECRET_LABEL_SELECTOR")]
+    pub secret_label_selector: Option<String>,
+    /// PostgreSQL sessions open at once per database target (connection string and CA bundle);
+    /// passes for tables on that database wait for a free one. Sessions are kept between passes.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..))]
+    pub db_sessions_per_target: u16,
+    /// An idle PostgreSQL session unused this long is closed; keep it above --resync-interval so
+    /// that a resync finds the sessions of the previous one.
+    #[arg(long, default_value = "10m", value_parser = parse_interval)]
+    pub db_session_idle_timeout: Duration,
+    /// Idle PostgreSQL sessions kept across all databases; past it the oldest idle one is closed.
+    #[arg(long, default_value_t = 64)]
+    pub db_max_idle_sessions: usize,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum LogFormatArg {
+    Text,
+    Json,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct KeyArgs {
+    /// A lockKey taken verbatim, e.g. BrighterMigration_public.outbox.
+    #[arg(conflicts_with_all = ["schema", "table"], required_unless_present = "table")]
+    pub lock_key: Option<String>,
+    /// The box table's schema (lowercased like Brighter does).
+    #[arg(long, requires = "table")]
+    pub schema: Option<String>,
+    /// The box table's name (lowercased like Brighter does).
+    #[arg(long)]
+    pub table: Option<String>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct MigrateArgs {
+    /// BoxTable manifests: files or directories (repeatable). Other kinds are skipped.
+    #[arg(short = 'f', long = "filename", required = true)]
+    pub files: Vec<PathBuf>,
+    /// The database for every table (URL, libpq keywords or Npgsql form). Without it, each
+    /// BoxTable's Secret must be among the files.
+    #[arg(long, conflicts_with_all = ["database_url_from_env", "database_url_file"])]
+    pub database_url: Option<String>,
+    /// Read --database-url from this file (for example a Secret key mounted as a file); trailing
+    /// whitespace is ignored, and the file's content is never printed.
+    #[arg(long, value_name = "FILE", conflicts_with = "database_url_from_env")]
+    pub database_url_file: Option<PathBuf>,
+    /// Use the DATABASE_URL environment variable as --database-url (it is ignored otherwise).
+    #[arg(long)]
+    pub database_url_from_env: bool,
+    /// A CA bundle (PEM) to verify the server with (sslmode verify-ca / verify-full).
+    #[arg(long)]
+    pub ca_file: Option<PathBuf>,
+    /// Tables handled at once.
+    #[arg(long, default_value_t = 1)]
+    pub concurrency: usize,
+    /// Read the database without taking the lock and print what a run would do.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Output: a summary table (and a plan's statements), or every result as YAML or JSON.
+    #[arg(short = 'o', long, value_enum, default_value_t = OutputArg::Text)]
+    pub output: OutputArg,
+    /// Log format (logs go to stderr).
+    #[arg(long, value_enum, default_value_t = LogFormatArg::Text)]
+    pub log_format: LogFormatArg,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutputArg {
+    Text,
+    Yaml,
+    Json,
+}
+
+pub fn parse_interval(text: &str) -> Result<Duration, String> {
+    match duration::parse_duration(text) {
+        Ok(d) if d >= Duration::from_secs(1) => Ok(d),
+        Ok(_) => Err("must be at least 1s".to_owned()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+pub fn parse_retry_base(text: &str) -> Result<Duration, String> {
+    match duration::parse_duration(text) {
+        Ok(d) if d >= Duration::from_millis(10) => Ok(d),
+        Ok(_) => Err("must be at least 10ms".to_owned()),
+        Err(e) => Err(e.to_string()),
+    }
+}
