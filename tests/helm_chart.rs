@@ -1295,3 +1295,75 @@ fn the_default_render_including_the_crd_is_accepted_by_the_server() {
             .unwrap_or_else(|m| panic!("helm {major}: {m}"));
     }
 }
+
+/// The version a go.mod settles for each module it names: its `require` lines, overridden by its
+/// `replace` lines.
+fn go_module_versions(go_mod: &str) -> BTreeMap<String, String> {
+    let text = std::fs::read_to_string(root().join(go_mod)).unwrap();
+    let mut required = BTreeMap::new();
+    let mut replaced = BTreeMap::new();
+    let mut block = "";
+    for line in text.lines().map(str::trim) {
+        let (kind, rest) = match line {
+            "require (" | "replace (" => {
+                block = &line[..7];
+                continue;
+            }
+            ")" => {
+                block = "";
+                continue;
+            }
+            _ if line.starts_with("require ") => ("require", &line[8..]),
+            _ if line.starts_with("replace ") => ("replace", &line[8..]),
+            _ => (block, line),
+        };
+        let words: Vec<&str> = rest.split_whitespace().collect();
+        match (kind, words.as_slice()) {
+            ("require", [module, version, ..]) => {
+                required.insert((*module).to_owned(), (*version).to_owned());
+            }
+            ("replace", [module, "=>", _, version, ..]) => {
+                replaced.insert((*module).to_owned(), (*version).to_owned());
+            }
+            _ => {}
+        }
+    }
+    required.extend(replaced);
+    required
+}
+
+#[test]
+fn helm_and_the_control_plane_build_shared_go_modules_at_one_version() {
+    // Go's build cache compiles a package once only when the package and everything it imports
+    // are at the same versions; with the control plane built first, most of each Helm (client-go,
+    // apimachinery, the API types) then comes from the cache instead of being compiled again.
+    let modules = [
+        "tools/control-plane/go.mod",
+        "tools/helm-v3/go.mod",
+        "tools/helm-v4/go.mod",
+    ];
+    let versions: Vec<_> = modules.iter().map(|m| go_module_versions(m)).collect();
+    assert!(
+        versions[0].contains_key("k8s.io/client-go")
+            && versions[1].contains_key("k8s.io/client-go"),
+        "the go.mod reader found no client-go: {versions:?}"
+    );
+    let mut differing = Vec::new();
+    for (i, a) in versions.iter().enumerate() {
+        for (j, b) in versions.iter().enumerate().skip(i + 1) {
+            for (module, version) in a {
+                if let Some(other) = b.get(module).filter(|other| *other != version) {
+                    differing.push(format!(
+                        "{module}: {version} in {} but {other} in {}",
+                        modules[i], modules[j]
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        differing.is_empty(),
+        "raise the lower versions to the higher one (go mod edit -require, then go mod tidy):\n{}",
+        differing.join("\n")
+    );
+}
