@@ -15,11 +15,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use boxtable_operator::converge::{self, Target};
+use boxtable_operator::converge::Target;
 use boxtable_operator::db::pool::{Closed, Opened, PoolEvents};
 use boxtable_operator::db::{PoolSettings, SessionPool};
 use boxtable_operator::ident::QualifiedName;
 use boxtable_operator::migrate::{BoxKind, DdlTimeouts, HistoryScope, Payload, Plan};
+use boxtable_operator::pass::{self, DriftCheck};
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
@@ -72,9 +73,17 @@ async fn wave(pool: &SessionPool, url: &str, plans: &[Plan]) {
                     application_name: &app,
                     source: Some("bench/db/connectionString"),
                 };
-                converge::migrate(pool, &target, plan, cancel, |_| (), || async { Ok(()) })
-                    .await
-                    .unwrap()
+                pass::migrate(
+                    pool,
+                    &target,
+                    plan,
+                    cancel,
+                    |_| (),
+                    || async { Ok(()) },
+                    DriftCheck::After,
+                )
+                .await
+                .unwrap()
             }
         })
         .buffer_unordered(CONCURRENCY)

@@ -1,7 +1,7 @@
-//! One box table converged against its database, without Kubernetes: borrow a session from the
-//! [`SessionPool`], then run, observe or drop, and hand the session back only if the run ended
-//! cleanly. The controller and the `migrate` command both go through here, so they share one code
-//! path.
+//! One box table against its database, without Kubernetes: borrow a session from the
+//! [`SessionPool`] ([`checkout`]), then observe, preview or drop, and hand the session back only if
+//! the step ended cleanly. The run itself is [`crate::pass::migrate()`]. The controller and the
+//! `migrate` command both go through here, so they share one code path.
 
 use tokio_util::sync::CancellationToken;
 
@@ -9,7 +9,7 @@ use crate::db::pool::CheckoutError;
 use crate::db::{ConnStrError, ConnectError, PooledSession, SessionKey, SessionPool};
 
 use crate::lock::Holder;
-use crate::migrate::{self, DropOutcome, DropRequest, Observation, Outcome, Plan, RunError};
+use crate::migrate::{self, DropOutcome, DropRequest, Observation, Plan, RunError};
 use crate::reason::Reason;
 
 /// Where a box table lives: the connection string and an optional CA bundle (PEM).
@@ -94,80 +94,6 @@ pub async fn checkout<'p>(
                 table: plan.table.to_string(),
             },
         })
-}
-
-/// Brings the table to its target version (see [`migrate::run`]; `gate` as in
-/// [`migrate::runner::run_gated`]), then compares the table with
-/// the shape of the version it is at ([`Outcome::drift`]; a failed read is logged and leaves it
-/// unchecked). The session goes back to the pool only when the run and the drift read succeeded
-/// and the lock was released by this session.
-///
-/// # Errors
-/// [`ConvergeError`] for the step that failed.
-///
-/// # Cancel safety
-/// Cancelling `cancel` abandons the wait for a session or the lock, or cancels the running
-/// statement, rolls back and releases the lock. Dropping the future closes the session.
-pub async fn migrate<G, F>(
-    pool: &SessionPool,
-    target: &Target<'_>,
-    plan: &Plan,
-    cancel: &CancellationToken,
-    on_waiting: impl FnOnce(Option<Holder>) + Send,
-    gate: G,
-) -> Result<Outcome, ConvergeError>
-where
-    G: FnOnce() -> F + Send,
-    F: std::future::Future<Output = Result<(), migrate::runner::Withdrawal>> + Send,
-{
-    let mut lent = checkout(pool, target, plan, cancel).await?;
-    let session = lent.session();
-    let mut outcome = migrate::runner::run_gated(session, plan, cancel, on_waiting, gate)
-        .await
-        .map_err(|source| ConvergeError::Run {
-            operation: "migration",
-            source,
-        })?;
-    let mut clean = !outcome.lock_lost_after_commit;
-    outcome.drift = match migrate::inspect::drift(session.client(), plan, outcome.to_version).await
-    {
-        Ok(report) => report,
-        Err(error) => {
-            tracing::warn!(table = %plan.table, error = %crate::report::chain(&error), "reading the table's shape for the drift check failed");
-            clean = false;
-            None
-        }
-    };
-    if clean {
-        lent.give_back().await;
-    }
-    Ok(outcome)
-}
-
-/// As [`migrate`] without the gate and without the drift check (the `migrate` command).
-///
-/// # Errors
-/// [`ConvergeError`] for the step that failed.
-///
-/// # Cancel safety
-/// As [`migrate`].
-pub async fn migrate_unchecked(
-    pool: &SessionPool,
-    target: &Target<'_>,
-    plan: &Plan,
-    cancel: &CancellationToken,
-) -> Result<Outcome, ConvergeError> {
-    let mut lent = checkout(pool, target, plan, cancel).await?;
-    let outcome = migrate::run(lent.session(), plan, cancel, |_| {})
-        .await
-        .map_err(|source| ConvergeError::Run {
-            operation: "migration",
-            source,
-        })?;
-    if !outcome.lock_lost_after_commit {
-        lent.give_back().await;
-    }
-    Ok(outcome)
 }
 
 /// Reports where the table stands without changing anything (for `suspend: true`).

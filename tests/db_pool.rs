@@ -13,11 +13,12 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use boxtable_operator::converge::{self, ConvergeError, Target};
+use boxtable_operator::converge::{ConvergeError, Target};
 use boxtable_operator::db::pool::{Closed, Opened, PoolEvents};
 use boxtable_operator::db::{PoolSettings, SessionKey, SessionPool};
 use boxtable_operator::migrate::runner::Withdrawal;
 use boxtable_operator::migrate::{Outcome, Plan, RunError};
+use boxtable_operator::pass::{self, DriftCheck};
 use migrate_support::outbox;
 use reliability_support::{
     WAIT, advisory_locks, install_ddl_hook, set_db_setting, wait_until, wait_until_backend_gone,
@@ -100,7 +101,7 @@ async fn migrate_from(
     source: Option<&str>,
 ) -> Result<Outcome, ConvergeError> {
     let app = format!("boxtable-operator/test/{}", plan.table.table.as_str());
-    converge::migrate(
+    pass::migrate(
         pool,
         &Target {
             source,
@@ -110,6 +111,7 @@ async fn migrate_from(
         &CancellationToken::new(),
         |_| (),
         || async { Ok(()) },
+        DriftCheck::After,
     )
     .await
 }
@@ -173,13 +175,14 @@ async fn passes_wait_for_a_free_session_and_never_open_more_than_the_bound() {
                 seen.lock().unwrap().push(n);
                 Ok::<(), Withdrawal>(())
             };
-            converge::migrate(
+            pass::migrate(
                 pool,
                 &target(url, &app),
                 &plan,
                 &CancellationToken::new(),
                 |_| (),
                 gate,
+                DriftCheck::After,
             )
             .await
             .unwrap()
@@ -250,13 +253,14 @@ async fn a_step_failing_under_the_lock_closes_the_session_and_leaves_no_advisory
             Ok::<(), Withdrawal>(())
         }
     };
-    let error = converge::migrate(
+    let error = pass::migrate(
         &pool,
         &target(&db.url, "boxtable-operator/test/outbox"),
         &plan,
         &CancellationToken::new(),
         |_| (),
         gate,
+        DriftCheck::After,
     )
     .await
     .unwrap_err();
@@ -286,7 +290,7 @@ async fn a_withdrawn_run_closes_its_session_and_leaves_no_advisory_lock() {
     let db = support::fresh_db().await;
     let observer = db.connect().await;
     let (pool, counts) = pool(2);
-    let error = converge::migrate(
+    let error = pass::migrate(
         &pool,
         &target(&db.url, "boxtable-operator/test/outbox"),
         &outbox("outbox").build(),
@@ -298,6 +302,7 @@ async fn a_withdrawn_run_closes_its_session_and_leaves_no_advisory_lock() {
                 transient: false,
             })
         },
+        DriftCheck::After,
     )
     .await
     .unwrap_err();

@@ -27,6 +27,7 @@ use super::write::Pass;
 use crate::converge::{self, Target};
 use crate::crd::BoxTable;
 use crate::migrate::{Plan, RunPath};
+use crate::pass::{self, DriftCheck};
 use crate::reason::Reason;
 use crate::report::chain;
 use crate::status::Observed;
@@ -254,7 +255,7 @@ async fn migrate(
     let (on_waiting, contention) = super::write::contention();
     let (on_holding, holding) = super::write::holding();
     let (api, bt) = (pass.api, pass.bt);
-    let run = converge::migrate(
+    let run = pass::migrate(
         &ctx.sessions,
         target,
         plan,
@@ -267,6 +268,7 @@ async fn migrate(
             }
             verdict
         },
+        DriftCheck::After,
     );
     let result = pass
         .run_reporting_waits(plan, contention, Some(holding), run)

@@ -16,7 +16,7 @@ use boxtable_operator::db::{ConnectionSettings, PoolSettings, SessionPool};
 use boxtable_operator::lock::LockIdentity;
 use boxtable_operator::manifests::{Document, Manifests};
 use boxtable_operator::migrate::{Plan, RunPath};
-use boxtable_operator::pass;
+use boxtable_operator::pass::{self, DriftCheck};
 use boxtable_operator::reason::Reason;
 use boxtable_operator::report::chain;
 use boxtable_operator::source;
@@ -211,7 +211,17 @@ async fn one(
             let observed = if bt.spec.suspend {
                 pass::observe_suspended(sessions, &target, &plan, cancel).await
             } else {
-                match converge::migrate_unchecked(sessions, &target, &plan, cancel).await {
+                match pass::migrate(
+                    sessions,
+                    &target,
+                    &plan,
+                    cancel,
+                    |_| (),
+                    || async { Ok(()) },
+                    DriftCheck::Skip,
+                )
+                .await
+                {
                     Ok(outcome) => Observed::Succeeded(outcome),
                     Err(error) => pass::failure(&error),
                 }
