@@ -135,7 +135,7 @@ pub struct Session {
 
 impl Session {
     /// Opens a session as `settings` say, with TLS per its mode (`prefer` tries TLS, then plain
-    /// TCP), TCP keepalives, the connect timeout (default [`DEFAULT_CONNECT_TIMEOUT`]) and
+    /// TCP), TCP keepalives, the connect timeout (default `DEFAULT_CONNECT_TIMEOUT`) and
     /// `application_name` truncated to 63 bytes. The connection string's own application name is
     /// not used: the operator must be recognisable as itself in `pg_stat_activity`.
     ///

@@ -20,7 +20,8 @@ fn is_session_lost(source: &tokio_postgres::Error, code: Option<&str>) -> bool {
         || code.is_some_and(|c| SESSION_ENDING_SQLSTATES.contains(&c) || c.starts_with("08"))
 }
 
-/// A failed run. Messages are lowercase and never repeat their source; log with [`RunError::chain`].
+/// A failed run. Messages are lowercase and never repeat their source; log with
+/// [`crate::report::chain`].
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
     /// The plan cannot be run as given (payload mode for the wrong kind, unknown target version).
