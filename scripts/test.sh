@@ -27,4 +27,5 @@ fi
 helm_build
 
 cargo build --workspace --bins
-cargo test --workspace "$@"
+# Every test binary runs even after one fails, so a red run shows every failure at once.
+cargo test --workspace --no-fail-fast "$@"
