@@ -21,7 +21,7 @@ usage() {
 
 runs=${STRESS_RUNS:-5}
 busy=${STRESS_BUSY:-$(nproc 2>/dev/null || echo 2)}
-test_args=(--no-fail-fast)
+test_args=() # scripts/test.sh already runs cargo test --no-fail-fast
 while [ $# -gt 0 ]; do
   case "$1" in
     -n) [ $# -ge 2 ] || usage; runs=$2; shift 2 ;;
