@@ -417,27 +417,13 @@ async fn cancellation_stops_a_real_wait_promptly() {
     assert!(after < Duration::from_secs(10), "{after:?}");
 }
 
-/// The statements this session has prepared, as the server lists them: (name, text).
-async fn prepared_statements(client: &Client) -> Vec<(String, String)> {
-    client
-        .query_typed(
-            "SELECT name, statement FROM pg_prepared_statements ORDER BY statement",
-            &[],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| (r.get(0), r.get(1)))
-        .collect()
-}
-
 #[tokio::test]
 async fn the_lock_statements_are_prepared_once_when_the_session_opens_and_reused_by_every_round() {
     let db = support::fresh_db().await;
     let s = session(&db, "lock-test").await;
     let id = LockIdentity::from_lock_key("BrighterMigration_public.outbox");
 
-    let at_open = prepared_statements(s.client()).await;
+    let at_open = support::prepared_statements(s.client()).await;
     let texts: Vec<&str> = at_open.iter().map(|(_, text)| text.as_str()).collect();
     assert_eq!(texts, [lock::UNLOCK_SQL, lock::TRY_LOCK_SQL], "{at_open:?}");
     for _ in 0..25 {
@@ -447,7 +433,7 @@ async fn the_lock_statements_are_prepared_once_when_the_session_opens_and_reused
         lock::release(&s, &id).await.unwrap();
     }
     assert_eq!(
-        prepared_statements(s.client()).await,
+        support::prepared_statements(s.client()).await,
         at_open,
         "the same two statements, none prepared per round"
     );

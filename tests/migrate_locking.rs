@@ -294,26 +294,12 @@ async fn a_waiter_stops_waiting_once_the_holder_has_brought_the_table_up_to_date
     assert!(locked, "the holder still had the lock all along");
 }
 
-/// The statements a session has prepared, as the server lists them: (name, text).
-async fn statements(client: &tokio_postgres::Client) -> Vec<(String, String)> {
-    client
-        .query_typed(
-            "SELECT name, statement FROM pg_prepared_statements ORDER BY name",
-            &[],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| (r.get(0), r.get(1)))
-        .collect()
-}
-
 #[tokio::test]
 async fn runs_on_one_session_reuse_the_lock_statements_it_prepared_when_it_opened() {
     let db = support::fresh_db().await;
     let observer = db.connect().await;
     let mut session = session(&db).await;
-    let at_open = statements(session.client()).await;
+    let at_open = support::prepared_statements(session.client()).await;
     assert_eq!(
         at_open.len(),
         2,
@@ -334,7 +320,7 @@ async fn runs_on_one_session_reuse_the_lock_statements_it_prepared_when_it_opene
     }
 
     assert_eq!(
-        statements(session.client()).await,
+        support::prepared_statements(session.client()).await,
         at_open,
         "the same two statements served every run"
     );

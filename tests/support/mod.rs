@@ -92,3 +92,18 @@ impl TestDb {
         self.url.parse().expect("test database URL")
     }
 }
+
+/// The statements `client`'s session has prepared, as the server lists them: (name, text),
+/// ordered by text.
+pub async fn prepared_statements(client: &Client) -> Vec<(String, String)> {
+    client
+        .query_typed(
+            "SELECT name, statement FROM pg_prepared_statements ORDER BY statement",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect()
+}
