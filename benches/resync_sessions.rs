@@ -19,7 +19,7 @@ use boxtable_operator::converge::Target;
 use boxtable_operator::db::pool::{Closed, Opened, PoolEvents};
 use boxtable_operator::db::{PoolSettings, SessionPool};
 use boxtable_operator::ident::QualifiedName;
-use boxtable_operator::migrate::{BoxKind, DdlTimeouts, HistoryScope, Payload, Plan};
+use boxtable_operator::migrate::{BoxKind, Plan};
 use boxtable_operator::pass::{self, DriftCheck};
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
@@ -48,16 +48,8 @@ fn database_url() -> String {
 }
 
 fn plan(i: usize) -> Plan {
-    Plan {
-        kind: BoxKind::Outbox,
-        table: QualifiedName::parse(Some("resync_bench"), &format!("outbox_{i:03}")).unwrap(),
-        payload: Payload::Text,
-        history_scope: HistoryScope::Global,
-        target_version: None,
-        lock_timeout: Duration::from_secs(30),
-        ddl: DdlTimeouts::default(),
-        owner: None,
-    }
+    let table = QualifiedName::parse(Some("resync_bench"), &format!("outbox_{i:03}")).unwrap();
+    Plan::new(BoxKind::Outbox, table).with_lock_timeout(Duration::from_secs(30))
 }
 
 async fn wave(pool: &SessionPool, url: &str, plans: &[Plan]) {

@@ -91,7 +91,7 @@ pub async fn checkout<'p>(
         .map_err(|error| match error {
             CheckoutError::Connect(error) => ConvergeError::Connect(error),
             CheckoutError::Cancelled => ConvergeError::Cancelled {
-                table: plan.table.to_string(),
+                table: plan.table().to_string(),
             },
         })
 }

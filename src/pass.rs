@@ -63,7 +63,7 @@ where
         {
             Ok(report) => report,
             Err(error) => {
-                tracing::warn!(table = %plan.table, error = %crate::report::chain(&error), "reading the table's shape for the drift check failed");
+                tracing::warn!(table = %plan.table(), error = %crate::report::chain(&error), "reading the table's shape for the drift check failed");
                 clean = false;
                 None
             }

@@ -1,5 +1,6 @@
-//! Turning a `BoxTable` spec into a validated [`Plan`]: identifiers checked and lowercased, the
-//! table defaulted by box, payload and target version checked against the box, durations parsed.
+//! Turning a `BoxTable` spec into a [`Plan`]: identifiers checked and lowercased, the table
+//! defaulted by box, durations parsed. Payload and target version are checked against the box by
+//! [`Plan`] itself, the one place a plan is validated.
 //!
 //! Pure: no client. The API server already refuses most bad input through the CRD schema; this is
 //! the same judgement made again for manifests that never passed an API server
@@ -8,7 +9,7 @@
 use crate::crd::{self, BoxTableSpec};
 use crate::duration::{DurationError, MAX_DDL_TIMEOUT, MAX_LOCK_TIMEOUT, parse_duration_at_most};
 use crate::ident::{IdentError, QualifiedName};
-use crate::migrate::{BoxKind, DdlTimeouts, HistoryScope, Payload, Plan};
+use crate::migrate::{BoxKind, DdlTimeouts, InvalidPlan, Plan};
 use crate::reason::Reason;
 
 /// The table name used when the spec gives none: `Outbox` or `Inbox`, as Brighter defaults.
@@ -17,11 +18,6 @@ pub fn default_table(kind: BoxKind) -> &'static str {
         BoxKind::Outbox => "Outbox",
         BoxKind::Inbox => "Inbox",
     }
-}
-
-/// The latest version the operator's catalog knows for a box (outbox 8, inbox 2).
-pub fn latest_version(kind: BoxKind) -> u32 {
-    kind.latest()
 }
 
 /// Why a spec cannot become a plan. Every variant is [`Reason::InvalidSpec`].
@@ -34,24 +30,9 @@ pub enum PlanError {
         #[source]
         source: IdentError,
     },
-    /// `Json` or `Jsonb` was asked for an outbox.
-    #[error("payload {payload:?} is for an Inbox only; an Outbox uses Text or Binary")]
-    PayloadNotForOutbox {
-        /// The payload asked for.
-        payload: Payload,
-    },
-    /// `targetVersion` is outside the versions the operator knows for the box.
-    #[error(
-        "targetVersion {requested} is outside 1 to {latest}, the versions known for an {kind:?}"
-    )]
-    TargetVersionOutOfRange {
-        /// The box.
-        kind: BoxKind,
-        /// The version asked for.
-        requested: u32,
-        /// The latest version known.
-        latest: u32,
-    },
+    /// The payload or target version is not one the catalog has for the box.
+    #[error(transparent)]
+    Invalid(#[from] InvalidPlan),
     /// A duration field does not parse or is too long.
     #[error("spec.{field} is invalid")]
     Duration {
@@ -70,35 +51,6 @@ impl PlanError {
     }
 }
 
-impl From<crd::BoxKind> for BoxKind {
-    fn from(kind: crd::BoxKind) -> Self {
-        match kind {
-            crd::BoxKind::Outbox => BoxKind::Outbox,
-            crd::BoxKind::Inbox => BoxKind::Inbox,
-        }
-    }
-}
-
-impl From<crd::Payload> for Payload {
-    fn from(payload: crd::Payload) -> Self {
-        match payload {
-            crd::Payload::Text => Payload::Text,
-            crd::Payload::Binary => Payload::Binary,
-            crd::Payload::Json => Payload::Json,
-            crd::Payload::Jsonb => Payload::Jsonb,
-        }
-    }
-}
-
-impl From<crd::HistoryScope> for HistoryScope {
-    fn from(scope: crd::HistoryScope) -> Self {
-        match scope {
-            crd::HistoryScope::Global => HistoryScope::Global,
-            crd::HistoryScope::PerSchema => HistoryScope::PerSchema,
-        }
-    }
-}
-
 /// The table a spec names, validated and lowercased, with the table defaulted by box.
 ///
 /// Useful on its own for conflict detection and status even when other fields are invalid.
@@ -106,8 +58,10 @@ impl From<crd::HistoryScope> for HistoryScope {
 /// # Errors
 /// [`PlanError::Name`] when the schema or table is not a valid identifier.
 pub fn resolve_table(spec: &BoxTableSpec) -> Result<QualifiedName, PlanError> {
-    let kind = BoxKind::from(spec.box_kind);
-    let table = spec.table.as_deref().unwrap_or(default_table(kind));
+    let table = spec
+        .table
+        .as_deref()
+        .unwrap_or(default_table(spec.box_kind));
     QualifiedName::parse(Some(&spec.schema), table).map_err(|source| PlanError::Name { source })
 }
 
@@ -116,22 +70,9 @@ pub fn resolve_table(spec: &BoxTableSpec) -> Result<QualifiedName, PlanError> {
 /// # Errors
 /// The first [`PlanError`] found, checking names, payload, target version, then durations.
 pub fn plan(spec: &BoxTableSpec) -> Result<Plan, PlanError> {
-    let kind = BoxKind::from(spec.box_kind);
-    let table = resolve_table(spec)?;
-    let payload = Payload::from(spec.payload);
-    if !kind.accepts(payload) {
-        return Err(PlanError::PayloadNotForOutbox { payload });
-    }
-    let latest = latest_version(kind);
-    if let Some(requested) = spec.target_version
-        && !(1..=latest).contains(&requested)
-    {
-        return Err(PlanError::TargetVersionOutOfRange {
-            kind,
-            requested,
-            latest,
-        });
-    }
+    let plan = Plan::new(spec.box_kind, resolve_table(spec)?)
+        .with_payload(spec.payload)?
+        .with_target_version(spec.target_version)?;
     let lock_timeout =
         parse_duration_at_most(&spec.lock.timeout, MAX_LOCK_TIMEOUT).map_err(|source| {
             PlanError::Duration {
@@ -150,16 +91,10 @@ pub fn plan(spec: &BoxTableSpec) -> Result<Plan, PlanError> {
         lock_timeout: ddl_field("ddl.lockTimeout", ddl_spec.lock_timeout.as_ref())?,
         statement_timeout: ddl_field("ddl.statementTimeout", ddl_spec.statement_timeout.as_ref())?,
     };
-    Ok(Plan {
-        kind,
-        table,
-        payload,
-        history_scope: spec.history_scope.into(),
-        target_version: spec.target_version,
-        lock_timeout,
-        ddl,
-        owner: None,
-    })
+    Ok(plan
+        .with_lock_timeout(lock_timeout)
+        .with_history_scope(spec.history_scope)
+        .with_ddl(ddl))
 }
 
 /// The plan a `deletionPolicy: Drop` runs, even for a spec that no longer plans.
@@ -180,7 +115,6 @@ pub fn teardown_plan(
     if let Ok(plan) = plan(spec) {
         return Ok(plan);
     }
-    let kind = BoxKind::from(spec.box_kind);
     let table = resolve_table(spec)?;
     let default_wait =
         || parse_duration_at_most(crd::DEFAULT_LOCK_TIMEOUT, MAX_LOCK_TIMEOUT).unwrap_or_default();
@@ -188,28 +122,16 @@ pub fn teardown_plan(
         .ok()
         .or(fallback_lock_timeout.filter(|t| *t <= MAX_LOCK_TIMEOUT))
         .unwrap_or_else(default_wait);
-    Ok(Plan {
-        kind,
-        table,
-        payload: Payload::from(spec.payload),
-        history_scope: spec.history_scope.into(),
-        target_version: None,
-        lock_timeout,
-        ddl: DdlTimeouts::default(),
-        owner: None,
-    })
-}
-
-/// The version a plan aims for: its explicit target, else the latest for its box.
-pub fn target_version(plan: &Plan) -> u32 {
-    plan.target_version
-        .unwrap_or_else(|| latest_version(plan.kind))
+    Ok(Plan::new(spec.box_kind, table)
+        .with_lock_timeout(lock_timeout)
+        .with_history_scope(spec.history_scope))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::crd::DdlSpec;
+    use crate::migrate::{HistoryScope, Payload};
     use std::time::Duration;
 
     /// A spec builder so tests read as sentences: `outbox().table("Orders").plan()`.
@@ -265,21 +187,20 @@ mod tests {
     #[test]
     fn a_bare_outbox_gets_every_default() {
         let plan = outbox().plan().unwrap();
-        assert_eq!(plan.kind, BoxKind::Outbox);
-        assert_eq!(plan.table.to_string(), "public.outbox");
-        assert_eq!(plan.payload, Payload::Text);
-        assert_eq!(plan.history_scope, HistoryScope::Global);
-        assert_eq!(plan.target_version, None);
-        assert_eq!(target_version(&plan), 8);
-        assert_eq!(plan.lock_timeout, Duration::from_secs(30));
-        assert_eq!(plan.ddl, DdlTimeouts::default());
+        assert_eq!(plan.kind(), BoxKind::Outbox);
+        assert_eq!(plan.table().to_string(), "public.outbox");
+        assert_eq!(plan.payload(), Payload::Text);
+        assert_eq!(plan.history_scope(), HistoryScope::Global);
+        assert_eq!(plan.target(), 8);
+        assert_eq!(plan.lock_timeout(), Duration::from_secs(30));
+        assert_eq!(plan.ddl(), DdlTimeouts::default());
     }
 
     #[test]
     fn an_inbox_defaults_to_the_inbox_table_and_version_2() {
         let plan = inbox().plan().unwrap();
-        assert_eq!(plan.table.to_string(), "public.inbox");
-        assert_eq!(target_version(&plan), 2);
+        assert_eq!(plan.table().to_string(), "public.inbox");
+        assert_eq!(plan.target(), 2);
     }
 
     #[test]
@@ -289,29 +210,26 @@ mod tests {
             .table("Orders_Outbox")
             .plan()
             .unwrap();
-        assert_eq!(plan.table.to_string(), "sales.orders_outbox");
+        assert_eq!(plan.table().to_string(), "sales.orders_outbox");
     }
 
     #[test]
     fn json_payloads_are_refused_on_an_outbox_and_accepted_on_an_inbox() {
         for payload in [crd::Payload::Json, crd::Payload::Jsonb] {
             let err = outbox().payload(payload).plan().unwrap_err();
-            assert!(
-                matches!(err, PlanError::PayloadNotForOutbox { .. }),
-                "{err}"
+            assert_eq!(
+                err,
+                PlanError::Invalid(InvalidPlan::PayloadNotForOutbox { payload })
             );
             assert_eq!(err.reason(), Reason::InvalidSpec);
-            assert_eq!(
-                inbox().payload(payload).plan().unwrap().payload,
-                payload.into()
-            );
+            assert_eq!(inbox().payload(payload).plan().unwrap().payload(), payload);
         }
         assert_eq!(
             outbox()
                 .payload(crd::Payload::Binary)
                 .plan()
                 .unwrap()
-                .payload,
+                .payload(),
             Payload::Binary
         );
     }
@@ -335,17 +253,14 @@ mod tests {
 
     #[test]
     fn target_versions_above_the_latest_for_the_box_are_refused() {
-        assert_eq!(
-            outbox().target_version(8).plan().unwrap().target_version,
-            Some(8)
-        );
+        assert_eq!(outbox().target_version(8).plan().unwrap().target(), 8);
         assert_eq!(
             outbox().target_version(9).plan().unwrap_err(),
-            PlanError::TargetVersionOutOfRange {
+            PlanError::Invalid(InvalidPlan::TargetVersionOutOfRange {
                 kind: BoxKind::Outbox,
                 requested: 9,
                 latest: 8
-            }
+            })
         );
         assert!(inbox().target_version(2).plan().is_ok());
         let err = inbox().target_version(3).plan().unwrap_err();
@@ -363,9 +278,9 @@ mod tests {
             .ddl(Some("5s"), Some("1m30s"))
             .plan()
             .unwrap();
-        assert_eq!(plan.lock_timeout, Duration::ZERO);
-        assert_eq!(plan.ddl.lock_timeout, Some(Duration::from_secs(5)));
-        assert_eq!(plan.ddl.statement_timeout, Some(Duration::from_secs(90)));
+        assert_eq!(plan.lock_timeout(), Duration::ZERO);
+        assert_eq!(plan.ddl().lock_timeout, Some(Duration::from_secs(5)));
+        assert_eq!(plan.ddl().statement_timeout, Some(Duration::from_secs(90)));
 
         let err = outbox().lock_timeout("2h").plan().unwrap_err();
         assert!(
@@ -387,15 +302,15 @@ mod tests {
         let spec = outbox().lock_timeout("2h").target_version(0);
         assert!(spec.plan().is_err());
         let drop = teardown_plan(&spec.0, Some(Duration::from_secs(12))).unwrap();
-        assert_eq!(drop.table.to_string(), "public.outbox");
+        assert_eq!(drop.table().to_string(), "public.outbox");
         assert_eq!(
-            drop.lock_timeout,
+            drop.lock_timeout(),
             Duration::from_secs(12),
             "the wait status last showed"
         );
         let drop = teardown_plan(&spec.0, None).unwrap();
         assert_eq!(
-            drop.lock_timeout,
+            drop.lock_timeout(),
             Duration::from_secs(30),
             "the default wait"
         );

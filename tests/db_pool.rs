@@ -100,7 +100,7 @@ async fn migrate_from(
     plan: &Plan,
     source: Option<&str>,
 ) -> Result<Outcome, ConvergeError> {
-    let app = format!("boxtable-operator/test/{}", plan.table.table.as_str());
+    let app = format!("boxtable-operator/test/{}", plan.table().table.as_str());
     pass::migrate(
         pool,
         &Target {

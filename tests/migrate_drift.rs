@@ -31,7 +31,7 @@ async fn a_table_the_operator_created_matches_its_version() {
         let db = support::fresh_db().await;
         let outcome = run(&db, &plan).await.unwrap();
         let report = drift_of(&db, &plan, outcome.to_version).await;
-        assert_eq!(report.differences, [], "{}", plan.table);
+        assert_eq!(report.differences, [], "{}", plan.table());
     }
 }
 
@@ -48,7 +48,7 @@ async fn tables_older_brighter_releases_made_and_the_operator_upgraded_match_the
     for plan in [outbox("outbox").build(), inbox("inbox").build()] {
         let outcome = run(&db, &plan).await.unwrap();
         let report = drift_of(&db, &plan, outcome.to_version).await;
-        assert_eq!(report.differences, [], "{}", plan.table);
+        assert_eq!(report.differences, [], "{}", plan.table());
     }
 }
 

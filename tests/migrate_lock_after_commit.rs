@@ -15,7 +15,7 @@ async fn an_unlock_that_finds_the_lock_gone_after_commit_still_reports_the_migra
     let db = support::fresh_db().await;
     let client = db.connect().await;
     let plan = outbox("Outbox").build();
-    release_lock_at_commit_of_history_rows(&client, LockIdentity::for_table(&plan.table).key())
+    release_lock_at_commit_of_history_rows(&client, LockIdentity::for_table(plan.table()).key())
         .await;
 
     let outcome = run(&db, &plan).await.unwrap_or_else(|e| {

@@ -92,7 +92,7 @@ async fn a_lock_held_by_another_session_times_out_naming_the_holder_and_changes_
     let plan = outbox("Outbox")
         .lock_timeout(Duration::from_millis(300))
         .build();
-    let key = LockIdentity::for_table(&plan.table).key();
+    let key = LockIdentity::for_table(plan.table()).key();
     holder
         .query_one("SELECT pg_advisory_lock($1)", &[&key])
         .await
@@ -147,7 +147,7 @@ async fn a_run_waits_for_the_holder_and_then_migrates() {
     let plan = outbox("Outbox")
         .lock_timeout(Duration::from_secs(20))
         .build();
-    let key = LockIdentity::for_table(&plan.table).key();
+    let key = LockIdentity::for_table(plan.table()).key();
     holder
         .query_one("SELECT pg_advisory_lock($1)", &[&key])
         .await
@@ -238,7 +238,7 @@ async fn a_waiter_stops_waiting_once_the_holder_has_brought_the_table_up_to_date
     let plan = outbox("Outbox")
         .lock_timeout(Duration::from_secs(30))
         .build();
-    let key = LockIdentity::for_table(&plan.table).key();
+    let key = LockIdentity::for_table(plan.table()).key();
     // A Brighter application holds the lock for a long time and provisions the table while the
     // operator waits: it keeps the lock after its migration has committed.
     let holder = db.connect().await;

@@ -217,7 +217,7 @@ async fn ownership_is_checked_again_under_the_lock_so_a_table_replaced_during_th
     let plan = outbox("Outbox").owned_by("uid-a").build();
     run(&db, &plan).await.unwrap();
     // A Brighter application holds the lock while it replaces the table.
-    let key = boxtable_operator::lock::LockIdentity::for_table(&plan.table).key();
+    let key = boxtable_operator::lock::LockIdentity::for_table(plan.table()).key();
     let app = db.connect().await;
     let taken: bool = app
         .query_one("SELECT pg_try_advisory_lock($1)", &[&key])

@@ -53,7 +53,7 @@ pub(super) async fn cleanup(
         tracing::info!(boxtable = %bt.name_any(), "spec names no valid table; nothing to drop");
         return Ok(Cleanup::Release);
     };
-    tracing::Span::current().record("table", plan.table.to_string());
+    tracing::Span::current().record("table", plan.table().to_string());
     let mut pass = Pass::new(bt, ctx, api);
     if !already_deleting(&pass) {
         pass.publish(
@@ -89,7 +89,7 @@ pub(super) async fn cleanup(
         on_waiting,
     );
     let result = pass.run_reporting_waits(&plan, contention, None, run).await;
-    let table = plan.table.to_string();
+    let table = plan.table().to_string();
     match result {
         Ok(outcome) => {
             ctx.metrics
@@ -168,7 +168,7 @@ pub(super) async fn cleanup(
         Err(error) => {
             if error.reason() == Reason::LockTimeout {
                 ctx.metrics
-                    .record_lock(LockOutcome::TimedOut, plan.lock_timeout);
+                    .record_lock(LockOutcome::TimedOut, plan.lock_timeout());
             }
             let lock = crate::pass::failed_lock(&error);
             let hint =
@@ -215,7 +215,7 @@ fn already_deleting(pass: &Pass<'_>) -> bool {
 fn consented(bt: &BoxTable, plan: &Plan) -> bool {
     bt.annotations()
         .get(CONFIRM_DROP_ANNOTATION)
-        .is_some_and(|v| v.trim().eq_ignore_ascii_case(&plan.table.to_string()))
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case(&plan.table().to_string()))
 }
 
 fn origin_text(origin: Origin) -> &'static str {
@@ -302,7 +302,7 @@ async fn keep_failed(
 ) -> Result<Cleanup, ReconcileError> {
     let observed = Observed::Failed {
         reason: Reason::DropFailed,
-        message: format!("cannot drop {}: {cause}; {hint}", plan.table),
+        message: format!("cannot drop {}: {cause}; {hint}", plan.table()),
         lock,
     };
     pass.publish(Some(plan), &observed).await?;
@@ -313,6 +313,6 @@ async fn keep_failed(
     super::write::record_result(ctx, ReconcileResult::Retry, pass.started);
     let delay = ctx.backoff.on_failure(&uid);
     ctx.schedule.record(&uid, &Trigger::of(pass.bt), delay);
-    tracing::warn!(table = %plan.table, retry_in = ?delay, "drop failed: {cause}");
+    tracing::warn!(table = %plan.table(), retry_in = ?delay, "drop failed: {cause}");
     Ok(Cleanup::Keep(Action::requeue(delay)))
 }

@@ -106,8 +106,9 @@ pub fn seniors<'a>(
 /// pass it, instead of validating and lowercasing every name in the cache twice.
 fn may_name_the_same_table(a: &BoxTableSpec, b: &BoxTableSpec) -> bool {
     fn raw_table(spec: &BoxTableSpec) -> &str {
-        let kind = crate::migrate::BoxKind::from(spec.box_kind);
-        spec.table.as_deref().unwrap_or(plan::default_table(kind))
+        spec.table
+            .as_deref()
+            .unwrap_or(plan::default_table(spec.box_kind))
     }
     a.schema.eq_ignore_ascii_case(&b.schema) && raw_table(a).eq_ignore_ascii_case(raw_table(b))
 }

@@ -5,7 +5,6 @@ use kube::Resource;
 use kube::runtime::events::{Event, EventType, Recorder};
 
 use crate::crd::{BoxTable, BoxTableStatus, LockState};
-use crate::lock::LockIdentity;
 use crate::migrate::{Outcome, Plan};
 use crate::reason::Reason;
 
@@ -126,14 +125,14 @@ pub fn transitions(before: Option<&BoxTableStatus>, after: &BoxTableStatus) -> V
 /// it was released: the table is at its version (Ready), but something ended the lock early (a
 /// pooler, an `pg_advisory_unlock_all`, a killed and reused backend) and deserves a look.
 pub fn lock_lost_after_commit(plan: &Plan, outcome: &Outcome) -> Transition {
-    let key = LockIdentity::for_table(&plan.table);
+    let key = plan.lock();
     Transition {
         warning: true,
         reason: Reason::LockLost,
         action: "Lock",
         note: format!(
             "{} is at version {}, committed, but advisory lock {} was no longer held by the operator's session when it released it",
-            plan.table,
+            plan.table(),
             outcome.to_version,
             key.lock_key()
         ),
@@ -147,7 +146,7 @@ pub fn replanned(plan: &Plan, note: String) -> Transition {
         warning: true,
         reason: Reason::Replanned,
         action: "Migrate",
-        note: format!("{}: {note}", plan.table),
+        note: format!("{}: {note}", plan.table()),
     }
 }
 

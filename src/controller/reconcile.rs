@@ -170,10 +170,7 @@ async fn apply(
     }
     let pass = Pass::new(bt, ctx, api);
     let plan = match crate::plan::plan(&bt.spec) {
-        Ok(plan) => Plan {
-            owner: Some(owner_of(bt, &pass.namespace)),
-            ..plan
-        },
+        Ok(plan) => plan.with_owner(owner_of(bt, &pass.namespace)),
         Err(error) => {
             let observed = Observed::Failed {
                 reason: error.reason(),
@@ -183,7 +180,7 @@ async fn apply(
             return pass.finish(None, observed).await;
         }
     };
-    tracing::Span::current().record("table", plan.table.to_string());
+    tracing::Span::current().record("table", plan.table().to_string());
     let secret = match read_secret(bt, ctx, &pass.namespace).await {
         Ok(secret) => secret,
         Err(error) => match secret_failure(&error) {
@@ -276,7 +273,7 @@ async fn migrate(
     let observed = match result {
         Ok(outcome) => {
             if let Some(note) = crate::status::replanned(pass.written.as_ref(), &outcome) {
-                tracing::info!(table = %plan.table, note, "re-planned after un-suspending");
+                tracing::info!(table = %plan.table(), note, "re-planned after un-suspending");
                 events::publish(&ctx.recorder, pass.bt, vec![events::replanned(plan, note)]).await;
             }
             if let Some(lock) = &outcome.lock {
@@ -285,9 +282,9 @@ async fn migrate(
             ctx.metrics.record_blocked(outcome.blocked);
             let steps = steps_applied(&outcome);
             if steps > 0 {
-                ctx.metrics.record_migrations(plan.kind, steps);
+                ctx.metrics.record_migrations(plan.kind(), steps);
                 tracing::info!(
-                    table = %plan.table,
+                    table = %plan.table(),
                     path = ?outcome.path,
                     from_version = outcome.from_version,
                     to_version = outcome.to_version,
@@ -329,17 +326,17 @@ async fn migrate(
                 Reason::Cancelled => {
                     ctx.metrics
                         .record_lock(LockOutcome::Cancelled, Duration::ZERO);
-                    tracing::info!(table = %plan.table, "run cancelled by shutdown; rolled back and unlocked");
+                    tracing::info!(table = %plan.table(), "run cancelled by shutdown; rolled back and unlocked");
                     pass.interrupted(plan, "the migration").await;
                     return Ok(Action::await_change());
                 }
                 Reason::LockTimeout => ctx
                     .metrics
-                    .record_lock(LockOutcome::TimedOut, plan.lock_timeout),
+                    .record_lock(LockOutcome::TimedOut, plan.lock_timeout()),
                 Reason::LockLost => ctx.metrics.record_lock(LockOutcome::Lost, Duration::ZERO),
                 _ => {}
             }
-            tracing::warn!(table = %plan.table, reason = %error.reason(), error = %chain(&error), "run failed");
+            tracing::warn!(table = %plan.table(), reason = %error.reason(), error = %chain(&error), "run failed");
             crate::pass::failure(&error)
         }
     };

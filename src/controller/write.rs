@@ -243,7 +243,7 @@ impl<'a> Pass<'a> {
             reason: Reason::Cancelled,
             message: format!(
                 "{what} of {} was interrupted by an operator shutdown and rolled back; the next operator replica runs it again",
-                plan.table
+                plan.table()
             ),
             lock: None,
         };

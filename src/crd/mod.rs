@@ -12,6 +12,9 @@ use serde::{Deserialize, Serialize};
 use crate::duration::DURATION_PATTERN;
 use crate::ident::{IDENT_PATTERN, MAX_IDENT_BYTES};
 
+/// The box, payload and history scope a spec names are the migration core's own types.
+pub use crate::migrate::{BoxKind, HistoryScope, Payload};
+
 mod status;
 
 pub use status::{
@@ -230,39 +233,6 @@ impl BoxTableSpec {
 
 fn default_schema() -> String {
     crate::ident::DEFAULT_SCHEMA.to_owned()
-}
-
-/// Which kind of Brighter box table.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
-pub enum BoxKind {
-    /// Brighter's outbox (messages to dispatch).
-    Outbox,
-    /// Brighter's inbox (commands already handled).
-    Inbox,
-}
-
-/// The payload column type.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
-pub enum Payload {
-    /// `text`.
-    #[default]
-    Text,
-    /// `bytea`.
-    Binary,
-    /// `json` (inbox only).
-    Json,
-    /// `jsonb` (inbox only).
-    Jsonb,
-}
-
-/// Where Brighter's `__BrighterMigrationHistory` table lives.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
-pub enum HistoryScope {
-    /// In `public`, whatever the box schema (Brighter's default).
-    #[default]
-    Global,
-    /// In the box table's own schema.
-    PerSchema,
 }
 
 /// What deleting the BoxTable does to the database table.

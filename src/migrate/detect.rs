@@ -165,34 +165,6 @@ impl Decision {
     }
 }
 
-/// The target version of `plan`, validated against the catalog and the payload mode.
-///
-/// # Errors
-/// [`RunError::InvalidPlan`] for a target of 0 or above the catalog's latest, or a json payload on
-/// an outbox.
-pub fn target_version(plan: &Plan) -> Result<u32, RunError> {
-    let latest = plan.kind.latest();
-    let invalid = |problem: String| RunError::InvalidPlan {
-        table: plan.table.to_string(),
-        problem,
-    };
-    if !plan.kind.accepts(plan.payload) {
-        return Err(invalid(format!(
-            "payload mode {:?} is not available for an {}",
-            plan.payload,
-            plan.kind.as_str()
-        )));
-    }
-    match plan.target_version {
-        None => Ok(latest),
-        Some(t) if (1..=latest).contains(&t) => Ok(t),
-        Some(t) => Err(invalid(format!(
-            "target version V{t} is not known: {} versions run from V1 to V{latest}",
-            plan.kind.as_str()
-        ))),
-    }
-}
-
 /// The version a table's columns show (marker column, then V1's set, then the highest complete
 /// cumulative set). Extra columns are allowed.
 ///
@@ -243,19 +215,19 @@ pub fn detect_version(
 /// # Errors
 /// [`RunError::PayloadMismatch`] naming the type found and the mode asked.
 pub fn check_payload(plan: &Plan, shape: &TableShape) -> Result<(), RunError> {
-    let column = plan.kind.payload_column();
+    let column = plan.kind().payload_column();
     let Some(found) = shape.columns.get(column) else {
         return Ok(());
     };
-    if Payload::from_data_type(found) == Some(plan.payload) {
+    if Payload::from_data_type(found) == Some(plan.payload()) {
         return Ok(());
     }
     Err(RunError::PayloadMismatch {
-        table: plan.table.to_string(),
+        table: plan.table().to_string(),
         column,
         found: found.clone(),
-        asked: plan.payload,
-        expected: plan.payload.sql_type(),
+        asked: plan.payload(),
+        expected: plan.payload().sql_type(),
     })
 }
 
@@ -271,13 +243,13 @@ pub fn decide(
     facts: &Facts,
     history_table: &str,
 ) -> Result<Decision, RunError> {
-    let kind = plan.kind;
+    let kind = plan.kind();
     let history = facts.history_version;
     // A version above `latest` was recorded by a newer Brighter: the table is at or above every
     // target this operator can be asked for, so it is up to date (and never downgraded).
     if let Some(v) = history.filter(|v| *v <= 0) {
         return Err(RunError::InvalidHistoryVersion {
-            table: plan.table.to_string(),
+            table: plan.table().to_string(),
             kind: kind.as_str(),
             history_version: v,
         });
@@ -287,7 +259,7 @@ pub fn decide(
         return match history {
             None => Ok(Decision::Fresh { to: target }),
             Some(v) => Err(RunError::TableMissing {
-                table: plan.table.to_string(),
+                table: plan.table().to_string(),
                 history_table: history_table.to_owned(),
                 history_version: i32::try_from(v).unwrap_or(i32::MAX),
             }),
@@ -295,7 +267,7 @@ pub fn decide(
     };
     match history {
         None => {
-            let detected = detect_version(kind, &plan.table, shape)?;
+            let detected = detect_version(kind, plan.table(), shape)?;
             check_payload(plan, shape)?;
             Ok(Decision::Bootstrap {
                 detected,
@@ -439,20 +411,9 @@ pub async fn table_shape(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::migrate::{DdlTimeouts, HistoryScope};
-    use std::time::Duration;
 
     fn plan(kind: BoxKind) -> Plan {
-        Plan {
-            kind,
-            table: QualifiedName::parse(None, "outbox").unwrap(),
-            payload: Payload::Text,
-            history_scope: HistoryScope::Global,
-            target_version: None,
-            lock_timeout: Duration::ZERO,
-            ddl: DdlTimeouts::default(),
-            owner: None,
-        }
+        Plan::new(kind, QualifiedName::parse(None, "outbox").unwrap())
     }
 
     fn shape(cols: &[&str]) -> TableShape {

@@ -24,14 +24,6 @@ fn is_session_lost(source: &tokio_postgres::Error, code: Option<&str>) -> bool {
 /// [`crate::report::chain`].
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
-    /// The plan cannot be run as given (payload mode for the wrong kind, unknown target version).
-    #[error("invalid plan for {table}: {problem}")]
-    InvalidPlan {
-        /// The box table.
-        table: String,
-        /// What is wrong.
-        problem: String,
-    },
     /// The operator's own catalog has a gap (a build defect, not a database problem).
     #[error("migration catalog is broken")]
     Catalog(#[source] super::catalog::CatalogGap),
@@ -218,7 +210,6 @@ impl RunError {
     /// The bounded reason used in conditions, events and metrics.
     pub fn reason(&self) -> Reason {
         match self {
-            RunError::InvalidPlan { .. } => Reason::InvalidSpec,
             RunError::Catalog(_) | RunError::MigrationFailed { .. } => Reason::MigrationFailed,
             RunError::NotABrighterTable { .. } => Reason::NotABrighterTable,
             RunError::UnknownSchemaVersion { .. } | RunError::InvalidHistoryVersion { .. } => {

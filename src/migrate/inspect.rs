@@ -104,16 +104,16 @@ pub async fn drift(
     plan: &Plan,
     version: u32,
 ) -> Result<Option<DriftReport>, RunError> {
-    if version == 0 || plan.kind.version(version).is_none() {
+    if version == 0 || plan.kind().version(version).is_none() {
         return Ok(None);
     }
-    let Some(actual) = actual_shape(client, &plan.table).await? else {
+    let Some(actual) = actual_shape(client, plan.table()).await? else {
         return Ok(None);
     };
     Ok(Some(drift::compare(
-        plan.kind,
-        plan.payload,
-        &plan.table,
+        plan.kind(),
+        plan.payload(),
+        plan.table(),
         version,
         &actual,
     )))

@@ -36,26 +36,30 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::ident::QualifiedName;
-use crate::lock::AcquireReport;
+use crate::lock::{AcquireReport, LockIdentity};
 
 pub use error::RunError;
 pub use observe::{Observation, Preview, observe, preview};
 pub use runner::run;
 pub use teardown::{DropBlock, DropOutcome, DropRequest, DropVerdict, Rows, drop_box_table};
 
-/// Which kind of box table.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+// These three are also the CRD's `spec.box`, `spec.payload` and `spec.historyScope`: their doc
+// comments are the schema's descriptions (the golden CRD test pins them).
+
+/// Which kind of Brighter box table.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
 pub enum BoxKind {
-    /// Brighter's outbox (latest V8).
+    /// Brighter's outbox (messages to dispatch).
     Outbox,
-    /// Brighter's inbox (latest V2).
+    /// Brighter's inbox (commands already handled).
     Inbox,
 }
 
 /// The payload column type.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
 pub enum Payload {
-    /// `text` (default).
+    /// `text`.
+    #[default]
     Text,
     /// `bytea`.
     Binary,
@@ -65,12 +69,13 @@ pub enum Payload {
     Jsonb,
 }
 
-/// Where the history table lives.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// Where Brighter's `__BrighterMigrationHistory` table lives.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
 pub enum HistoryScope {
-    /// `public."__BrighterMigrationHistory"`, whatever the box schema (Brighter's default).
+    /// In `public`, whatever the box schema (Brighter's default).
+    #[default]
     Global,
-    /// The history table lives in the box table's own schema, seeded from `public`.
+    /// In the box table's own schema.
     PerSchema,
 }
 
@@ -83,27 +88,166 @@ pub struct DdlTimeouts {
     pub statement_timeout: Option<Duration>,
 }
 
-/// Everything a run needs to know about one box table, already validated.
+/// Why a [`Plan`] cannot be built: the two combinations the catalog does not have.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidPlan {
+    /// `Json` or `Jsonb` was asked for an outbox.
+    #[error("payload {payload:?} is for an Inbox only; an Outbox uses Text or Binary")]
+    PayloadNotForOutbox {
+        /// The payload asked for.
+        payload: Payload,
+    },
+    /// The target version is outside the versions the catalog knows for the box.
+    #[error(
+        "targetVersion {requested} is outside 1 to {latest}, the versions known for an {kind:?}"
+    )]
+    TargetVersionOutOfRange {
+        /// The box.
+        kind: BoxKind,
+        /// The version asked for.
+        requested: u32,
+        /// The latest version known.
+        latest: u32,
+    },
+}
+
+/// Everything a run needs to know about one box table.
+///
+/// Valid by construction: the payload suits the box and the target is a version the catalog
+/// knows, so a run never checks either again. The lock identity is derived once, here, from the
+/// table (which a plan never changes).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Plan {
+    kind: BoxKind,
+    table: QualifiedName,
+    lock: LockIdentity,
+    payload: Payload,
+    history_scope: HistoryScope,
+    target: u32,
+    lock_timeout: Duration,
+    ddl: DdlTimeouts,
+    owner: Option<ownership::Owner>,
+}
+
+impl Plan {
+    /// The plan for `table` of box `kind`: text payload, global history, the latest version, one
+    /// lock attempt without waiting, no DDL timeouts, no owner.
+    pub fn new(kind: BoxKind, table: QualifiedName) -> Self {
+        Self {
+            kind,
+            lock: LockIdentity::for_table(&table),
+            table,
+            payload: Payload::Text,
+            history_scope: HistoryScope::Global,
+            target: kind.latest(),
+            lock_timeout: Duration::ZERO,
+            ddl: DdlTimeouts::default(),
+            owner: None,
+        }
+    }
+
+    /// With payload column type `payload`.
+    ///
+    /// # Errors
+    /// [`InvalidPlan::PayloadNotForOutbox`] for `Json` or `Jsonb` on an outbox.
+    pub fn with_payload(mut self, payload: Payload) -> Result<Self, InvalidPlan> {
+        if !self.kind.accepts(payload) {
+            return Err(InvalidPlan::PayloadNotForOutbox { payload });
+        }
+        self.payload = payload;
+        Ok(self)
+    }
+
+    /// Aiming for `version` (`None`: the latest the catalog knows).
+    ///
+    /// # Errors
+    /// [`InvalidPlan::TargetVersionOutOfRange`] for 0 or a version above the catalog's latest.
+    pub fn with_target_version(mut self, version: Option<u32>) -> Result<Self, InvalidPlan> {
+        let latest = self.kind.latest();
+        self.target = match version {
+            None => latest,
+            Some(requested) if (1..=latest).contains(&requested) => requested,
+            Some(requested) => {
+                return Err(InvalidPlan::TargetVersionOutOfRange {
+                    kind: self.kind,
+                    requested,
+                    latest,
+                });
+            }
+        };
+        Ok(self)
+    }
+
+    /// Waiting up to `timeout` for the advisory lock (zero: one attempt).
+    pub fn with_lock_timeout(mut self, timeout: Duration) -> Self {
+        self.lock_timeout = timeout;
+        self
+    }
+
+    /// With the history table in `scope`.
+    pub fn with_history_scope(mut self, scope: HistoryScope) -> Self {
+        self.history_scope = scope;
+        self
+    }
+
+    /// With DDL transaction timeouts `ddl`.
+    pub fn with_ddl(mut self, ddl: DdlTimeouts) -> Self {
+        self.ddl = ddl;
+        self
+    }
+
+    /// Run as `owner`: a run records it as the table's owner and refuses a table another
+    /// BoxTable owns. Without one (the `migrate` command) a run neither checks nor records
+    /// ownership, as a Brighter application would not.
+    pub fn with_owner(mut self, owner: ownership::Owner) -> Self {
+        self.owner = Some(owner);
+        self
+    }
+
     /// Outbox or inbox.
-    pub kind: BoxKind,
+    pub fn kind(&self) -> BoxKind {
+        self.kind
+    }
+
     /// The resolved, lowercased table.
-    pub table: QualifiedName,
+    pub fn table(&self) -> &QualifiedName {
+        &self.table
+    }
+
+    /// Brighter's advisory lock for the table.
+    pub fn lock(&self) -> &LockIdentity {
+        &self.lock
+    }
+
     /// The payload column type.
-    pub payload: Payload,
+    pub fn payload(&self) -> Payload {
+        self.payload
+    }
+
     /// Where the history table lives.
-    pub history_scope: HistoryScope,
-    /// The version to reach; `None` means the latest the catalog knows.
-    pub target_version: Option<u32>,
-    /// How long to wait for the advisory lock (zero = one attempt).
-    pub lock_timeout: Duration,
+    pub fn history_scope(&self) -> HistoryScope {
+        self.history_scope
+    }
+
+    /// The version to reach (the one asked for, else the latest the catalog knows).
+    pub fn target(&self) -> u32 {
+        self.target
+    }
+
+    /// How long to wait for the advisory lock (zero: one attempt).
+    pub fn lock_timeout(&self) -> Duration {
+        self.lock_timeout
+    }
+
     /// Timeouts for the DDL transaction.
-    pub ddl: DdlTimeouts,
-    /// The BoxTable running the plan: a run records it as the table's owner and refuses a table
-    /// another BoxTable owns. `None` (the `migrate` command) neither checks nor records ownership,
-    /// as a Brighter application would not.
-    pub owner: Option<ownership::Owner>,
+    pub fn ddl(&self) -> DdlTimeouts {
+        self.ddl
+    }
+
+    /// The BoxTable running the plan, if any (see [`Plan::with_owner`]).
+    pub fn owner(&self) -> Option<&ownership::Owner> {
+        self.owner.as_ref()
+    }
 }
 
 /// Which path a run took (also as `status.lastRun.path` and `status.pending.path` show it).

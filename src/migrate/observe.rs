@@ -7,7 +7,6 @@ use super::runner::read_facts;
 use super::statements::{self, Statement};
 use super::{HistoryScope, Plan, RunError, RunPath, detect};
 use crate::db::Session;
-use crate::lock::LockIdentity;
 
 const BEGIN_SNAPSHOT: &str = "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY";
 const COMMIT: &str = "COMMIT";
@@ -34,8 +33,8 @@ pub struct Observation {
 /// # Idempotency
 /// Read-only.
 pub async fn observe(session: &Session, plan: &Plan) -> Result<Observation, RunError> {
-    let target = detect::target_version(plan)?;
-    super::server::check_supported(session.server_version_num(), &plan.table)?;
+    let target = plan.target();
+    super::server::check_supported(session.server_version_num(), plan.table())?;
     let client = session.client();
     // The catalog and the history are separate reads: one read-only REPEATABLE READ transaction
     // gives them one snapshot, so a concurrent commit of a table with its history row is seen
@@ -43,15 +42,18 @@ pub async fn observe(session: &Session, plan: &Plan) -> Result<Observation, RunE
     client
         .batch_execute(BEGIN_SNAPSHOT)
         .await
-        .map_err(RunError::query("opening a read-only snapshot", &plan.table))?;
+        .map_err(RunError::query(
+            "opening a read-only snapshot",
+            plan.table(),
+        ))?;
     let facts = read_facts(client, plan, false).await;
     let end = if facts.is_ok() { COMMIT } else { ROLLBACK };
     client.batch_execute(end).await.map_err(RunError::query(
         "closing the read-only snapshot",
-        &plan.table,
+        plan.table(),
     ))?;
     let facts = facts?;
-    let history = HistoryTable::for_table(&plan.table, plan.history_scope);
+    let history = HistoryTable::for_table(plan.table(), plan.history_scope());
     let decision = detect::decide(plan, target, &facts, &history.quoted())?;
     Ok(Observation {
         current_version: decision.from_version(),
@@ -85,30 +87,33 @@ pub struct Preview {
 /// # Idempotency
 /// Read-only.
 pub async fn preview(session: &Session, plan: &Plan) -> Result<Preview, RunError> {
-    let target = detect::target_version(plan)?;
-    super::server::check_supported(session.server_version_num(), &plan.table)?;
+    let target = plan.target();
+    super::server::check_supported(session.server_version_num(), plan.table())?;
     // A run refuses a pooler in between or a standby before anything else; so does its plan.
-    super::runner::preflight(session, plan, &LockIdentity::for_table(&plan.table)).await?;
+    super::runner::preflight(session, plan, plan.lock()).await?;
     let client = session.client();
     // One snapshot for the catalog and both histories, as in `observe`.
     client
         .batch_execute(BEGIN_SNAPSHOT)
         .await
-        .map_err(RunError::query("opening a read-only snapshot", &plan.table))?;
+        .map_err(RunError::query(
+            "opening a read-only snapshot",
+            plan.table(),
+        ))?;
     let read = async {
         let facts = read_facts(client, plan, false).await?;
-        let public_history_exists = plan.history_scope == HistoryScope::PerSchema
-            && history::exists(client, &HistoryTable::Public, &plan.table).await?;
+        let public_history_exists = plan.history_scope() == HistoryScope::PerSchema
+            && history::exists(client, &HistoryTable::Public, plan.table()).await?;
         Ok::<_, RunError>((facts, public_history_exists))
     }
     .await;
     let end = if read.is_ok() { COMMIT } else { ROLLBACK };
     client.batch_execute(end).await.map_err(RunError::query(
         "closing the read-only snapshot",
-        &plan.table,
+        plan.table(),
     ))?;
     let (facts, public_history_exists) = read?;
-    let history = HistoryTable::for_table(&plan.table, plan.history_scope);
+    let history = HistoryTable::for_table(plan.table(), plan.history_scope());
     let decision = detect::decide(plan, target, &facts, &history.quoted())?;
     let drift = match decision {
         Decision::Normal { from, .. } => super::inspect::drift(client, plan, from).await?,

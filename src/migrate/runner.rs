@@ -25,7 +25,7 @@ const PREFLIGHT_SQL: &str = "SELECT pg_backend_pid(), pg_is_in_recovery()";
 /// `SET LOCAL` with a bound value: `set_config(name, value, is_local => true)`.
 const SET_LOCAL_SQL: &str = "SELECT set_config($1, $2, true)";
 
-/// Brings `plan.table` to its target version, exactly as Brighter's runner would.
+/// Brings `plan.table()` to its target version, exactly as Brighter's runner would.
 ///
 /// `on_waiting` is called once, with the holder when it can be seen, if the lock is found taken.
 ///
@@ -89,20 +89,20 @@ where
 {
     let started = jiff::Timestamp::now();
     let clock = std::time::Instant::now();
-    let target = detect::target_version(plan)?;
-    plan.kind.check_contiguous().map_err(RunError::Catalog)?;
+    let target = plan.target();
+    plan.kind().check_contiguous().map_err(RunError::Catalog)?;
     let session = &*session;
     let client = session.client();
-    let identity = LockIdentity::for_table(&plan.table);
+    let identity = plan.lock();
     // One round trip for both: the lock-free check only reads, so it may go out before the
     // preflight has answered; its answer counts only once the preflight has passed.
     let (checked, found) = futures::future::join(
-        preflight(session, plan, &identity),
+        preflight(session, plan, identity),
         up_to_date_without_lock(client, plan, target),
     )
     .await;
     checked?;
-    let known_latest = plan.kind.latest();
+    let known_latest = plan.kind().latest();
     let up_to_date = |at: u32| Outcome {
         path: super::RunPath::UpToDate,
         from_version: at,
@@ -124,8 +124,8 @@ where
     let done_by_holder = std::sync::atomic::AtomicU32::new(0);
     let wait = lock::acquire_while_needed(
         session,
-        &identity,
-        plan.lock_timeout,
+        identity,
+        plan.lock_timeout(),
         cancel,
         on_waiting,
         || async {
@@ -139,7 +139,7 @@ where
         },
     )
     .instrument(
-        tracing::info_span!("lock_wait", table = %plan.table, lock_key = %identity.lock_key()),
+        tracing::info_span!("lock_wait", table = %plan.table(), lock_key = %identity.lock_key()),
     )
     .await
     .map_err(RunError::from)?;
@@ -155,17 +155,17 @@ where
         value: decision,
         lock_lost_after_commit,
         blocked,
-    } = locked(session, plan, &identity, cancel, async {
+    } = locked(session, plan, identity, cancel, async {
         if let Err(withdrawal) = gate().await {
             return Err(RunError::Withdrawn {
-                table: plan.table.to_string(),
+                table: plan.table().to_string(),
                 why: withdrawal.why,
                 transient: withdrawal.transient,
             });
         }
         migrate(client, plan, target).await
     })
-    .instrument(tracing::info_span!("migration", table = %plan.table, target_version = target))
+    .instrument(tracing::info_span!("migration", table = %plan.table(), target_version = target))
     .await?;
     Ok(Outcome {
         path: decision.path(),
@@ -198,10 +198,10 @@ async fn up_to_date_without_lock(
     plan: &Plan,
     target: u32,
 ) -> Result<Option<u32>, RunError> {
-    if plan.history_scope != HistoryScope::Global {
+    if plan.history_scope() != HistoryScope::Global {
         return Ok(None);
     }
-    let Some(found) = detect::catalog_with_public_history(client, &plan.table).await? else {
+    let Some(found) = detect::catalog_with_public_history(client, plan.table()).await? else {
         return Ok(None);
     };
     let facts = Facts {
@@ -215,7 +215,7 @@ async fn up_to_date_without_lock(
     };
     // Up to date is the answer only for the table's owner: anyone else (or a table nobody owns
     // yet) goes to the locked path, which refuses or records the owner.
-    if let Some(owner) = &plan.owner
+    if let Some(owner) = &plan.owner()
         && !matches!(
             ownership::judge(found.comment.as_deref(), owner),
             ownership::Claim::Ours(_)
@@ -239,7 +239,7 @@ pub(super) async fn preflight(
     plan: &Plan,
     identity: &LockIdentity,
 ) -> Result<(), RunError> {
-    super::server::check_supported(session.server_version_num(), &plan.table)?;
+    super::server::check_supported(session.server_version_num(), plan.table())?;
     if session.preflight_passed() {
         return Ok(());
     }
@@ -248,16 +248,16 @@ pub(super) async fn preflight(
         .client()
         .query_typed(PREFLIGHT_SQL, &[])
         .await
-        .map_err(RunError::query(operation, &plan.table))?;
+        .map_err(RunError::query(operation, plan.table()))?;
     let Some(row) = rows.first() else {
         return Ok(());
     };
     let current_pid: i32 = row
         .try_get(0)
-        .map_err(RunError::query(operation, &plan.table))?;
+        .map_err(RunError::query(operation, plan.table()))?;
     let in_recovery: bool = row
         .try_get(1)
-        .map_err(RunError::query(operation, &plan.table))?;
+        .map_err(RunError::query(operation, plan.table()))?;
     if current_pid != session.backend_pid() {
         return Err(RunError::from(LockError::BackendChanged {
             lock_key: identity.lock_key().to_owned(),
@@ -267,7 +267,7 @@ pub(super) async fn preflight(
     }
     if in_recovery {
         return Err(RunError::ReadOnlyDatabase {
-            table: plan.table.to_string(),
+            table: plan.table().to_string(),
         });
     }
     session.mark_preflight_passed();
@@ -302,7 +302,7 @@ pub(super) async fn locked<T>(
     // session gone, which frees it on the server).
     let _held = lock::HeldLock::taken();
     let client = session.client();
-    let table = &plan.table;
+    let table = plan.table();
     let transaction = async {
         // `SET LOCAL` goes out with `BEGIN` (it has no effect outside a transaction), and a
         // failed `BEGIN` fails the run before any of the work is sent.
@@ -380,8 +380,8 @@ pub(super) async fn locked<T>(
 /// `SET LOCAL lock_timeout` / `statement_timeout` from the plan, inside the transaction.
 async fn set_local(client: &Client, plan: &Plan) -> Result<(), RunError> {
     let settings = [
-        ("lock_timeout", plan.ddl.lock_timeout),
-        ("statement_timeout", plan.ddl.statement_timeout),
+        ("lock_timeout", plan.ddl().lock_timeout),
+        ("statement_timeout", plan.ddl().statement_timeout),
     ];
     for (name, value) in settings {
         let Some(value) = value else { continue };
@@ -389,7 +389,7 @@ async fn set_local(client: &Client, plan: &Plan) -> Result<(), RunError> {
         client
             .query_typed_one(SET_LOCAL_SQL, &[(&name, Type::TEXT), (&millis, Type::TEXT)])
             .await
-            .map_err(RunError::query("setting the DDL timeouts", &plan.table))?;
+            .map_err(RunError::query("setting the DDL timeouts", plan.table()))?;
     }
     Ok(())
 }
@@ -406,10 +406,10 @@ pub(super) async fn read_facts(
     plan: &Plan,
     ensure: bool,
 ) -> Result<Facts, RunError> {
-    let table = &plan.table;
-    let history = HistoryTable::for_table(table, plan.history_scope);
+    let table = plan.table();
+    let history = HistoryTable::for_table(table, plan.history_scope());
     if ensure {
-        let per_schema = plan.history_scope == HistoryScope::PerSchema;
+        let per_schema = plan.history_scope() == HistoryScope::PerSchema;
         let (catalog, ensured, version) = futures::future::join3(
             detect::catalog(client, table),
             history::ensure_table(client, &history, table),
@@ -458,7 +458,7 @@ pub(super) async fn read_facts(
     if in_scope {
         sources.push(history.clone());
     }
-    if plan.history_scope == HistoryScope::PerSchema
+    if plan.history_scope() == HistoryScope::PerSchema
         && history != HistoryTable::Public
         && catalog.history_in_public
     {
@@ -482,11 +482,11 @@ pub(super) async fn read_facts(
 /// The first failing step aborts the transaction, so every later one fails with `25P02` without
 /// doing anything; the first failure is the one reported, and the caller rolls back.
 async fn migrate(client: &Client, plan: &Plan, target: u32) -> Result<Decision, RunError> {
-    let history = HistoryTable::for_table(&plan.table, plan.history_scope);
+    let history = HistoryTable::for_table(plan.table(), plan.history_scope());
     let facts = read_facts(client, plan, true).await?;
-    let owner = plan.owner.as_ref();
+    let owner = plan.owner();
     if let (Some(owner), Some(_)) = (owner, &facts.table) {
-        ownership::ensure_owner(client, &plan.table, owner, ownership::Origin::Adopted).await?;
+        ownership::ensure_owner(client, plan.table(), owner, ownership::Origin::Adopted).await?;
     }
     let decision = detect::decide(plan, target, &facts, &history.quoted())?;
     let steps = statements::steps(plan, decision);
@@ -500,7 +500,7 @@ async fn migrate(client: &Client, plan: &Plan, target: u32) -> Result<Decision, 
     .into_iter()
     .collect::<Result<Vec<()>, RunError>>()?;
     if let (Some(owner), Decision::Fresh { .. }) = (owner, decision) {
-        ownership::ensure_owner(client, &plan.table, owner, ownership::Origin::Created).await?;
+        ownership::ensure_owner(client, plan.table(), owner, ownership::Origin::Created).await?;
     }
     Ok(decision)
 }
@@ -527,7 +527,7 @@ async fn execute(client: &Client, plan: &Plan, statement: &Statement) -> Result<
                 .query_typed(&statement.sql, &params)
                 .await
                 .map(drop)
-                .map_err(RunError::query("writing a history row", &plan.table))
+                .map_err(RunError::query("writing a history row", plan.table()))
         }
     }
 }
@@ -540,11 +540,11 @@ async fn execute_step(
     description: &str,
     sql: &str,
 ) -> Result<(), RunError> {
-    tracing::debug!(table = %plan.table, version, sql, "applying");
+    tracing::debug!(table = %plan.table(), version, sql, "applying");
     client.batch_execute(sql).await.map_err(|source| {
-        RunError::classify(source, "applying a migration", &plan.table, |source| {
+        RunError::classify(source, "applying a migration", plan.table(), |source| {
             RunError::MigrationFailed {
-                table: plan.table.to_string(),
+                table: plan.table().to_string(),
                 version,
                 description: description.to_owned(),
                 source,

@@ -74,8 +74,8 @@ impl Statement {
             sql: history.insert_sql(),
             params: vec![
                 Param::Int(i32::try_from(version).unwrap_or(i32::MAX)),
-                Param::Text(plan.table.schema.as_str().to_owned()),
-                Param::Text(plan.table.table.as_str().to_owned()),
+                Param::Text(plan.table().schema.as_str().to_owned()),
+                Param::Text(plan.table().table.as_str().to_owned()),
                 Param::Text(description.to_owned()),
             ],
             purpose: Purpose::HistoryRow { version },
@@ -86,7 +86,7 @@ impl Statement {
 /// What the transaction runs before it decides: create the history table if missing, and for a
 /// per-schema history with a `public` history table, seed it from `public`.
 pub fn setup(plan: &Plan, public_history_exists: bool) -> Vec<Statement> {
-    let history = HistoryTable::for_table(&plan.table, plan.history_scope);
+    let history = HistoryTable::for_table(plan.table(), plan.history_scope());
     let mut out = vec![Statement {
         sql: history.create_sql(),
         params: Vec::new(),
@@ -96,8 +96,8 @@ pub fn setup(plan: &Plan, public_history_exists: bool) -> Vec<Statement> {
         out.push(Statement {
             sql: history.seed_sql(&HistoryTable::Public),
             params: vec![
-                Param::Text(plan.table.schema.as_str().to_owned()),
-                Param::Text(plan.table.table.as_str().to_owned()),
+                Param::Text(plan.table().schema.as_str().to_owned()),
+                Param::Text(plan.table().table.as_str().to_owned()),
             ],
             purpose: Purpose::SeedHistory,
         });
@@ -108,13 +108,13 @@ pub fn setup(plan: &Plan, public_history_exists: bool) -> Vec<Statement> {
 /// What the transaction runs for `decision`, in order: the DDL of each step and its history row
 /// (a fresh table: the latest shape and one row; a bootstrap: the detected version's row first).
 pub fn steps(plan: &Plan, decision: Decision) -> Vec<Statement> {
-    let table = &plan.table;
-    let history = HistoryTable::for_table(table, plan.history_scope);
+    let table = plan.table();
+    let history = HistoryTable::for_table(table, plan.history_scope());
     let mut out = Vec::new();
     let (after, target) = match decision {
         Decision::Fresh { to } => {
             let description = history::fresh_description(to);
-            for sql in fresh_statements(plan.kind, plan.payload, table, to) {
+            for sql in fresh_statements(plan.kind(), plan.payload(), table, to) {
                 out.push(Statement::ddl(sql, to, &description));
             }
             out.push(Statement::history_row(&history, plan, to, &description));
@@ -133,7 +133,7 @@ pub fn steps(plan: &Plan, decision: Decision) -> Vec<Statement> {
         Decision::Normal { from, to } => (from, to),
         Decision::UpToDate { .. } => return out,
     };
-    for version in plan.kind.versions() {
+    for version in plan.kind().versions() {
         if version.number <= after || version.number > target {
             continue;
         }
@@ -179,19 +179,15 @@ pub fn transaction(plan: &Plan, decision: Decision, public_history_exists: bool)
 mod tests {
     use super::*;
     use crate::ident::QualifiedName;
-    use crate::migrate::{BoxKind, DdlTimeouts, HistoryScope, Payload};
+    use crate::migrate::{BoxKind, HistoryScope};
 
     fn plan(scope: HistoryScope) -> Plan {
-        Plan {
-            kind: BoxKind::Outbox,
-            table: QualifiedName::parse(Some("sales"), "outbox").unwrap(),
-            payload: Payload::Text,
-            history_scope: scope,
-            target_version: None,
-            lock_timeout: std::time::Duration::from_secs(1),
-            ddl: DdlTimeouts::default(),
-            owner: None,
-        }
+        Plan::new(
+            BoxKind::Outbox,
+            QualifiedName::parse(Some("sales"), "outbox").unwrap(),
+        )
+        .with_lock_timeout(std::time::Duration::from_secs(1))
+        .with_history_scope(scope)
     }
 
     fn purposes(statements: &[Statement]) -> Vec<String> {

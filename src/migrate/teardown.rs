@@ -12,7 +12,7 @@ use super::runner::{locked, preflight};
 use super::{BoxKind, Plan, RunError, detect};
 use crate::db::Session;
 use crate::ident::QualifiedName;
-use crate::lock::{self, AcquireReport, Holder, LockIdentity};
+use crate::lock::{self, AcquireReport, Holder};
 
 /// The outbox column that is NULL until a message has been sent.
 const DISPATCHED_COLUMN: &str = "dispatched";
@@ -117,16 +117,16 @@ pub async fn drop_box_table(
 ) -> Result<DropOutcome, RunError> {
     let session = &*session;
     let client = session.client();
-    let identity = LockIdentity::for_table(&plan.table);
-    preflight(session, plan, &identity).await?;
-    let report = lock::acquire(session, &identity, plan.lock_timeout, cancel, on_waiting)
+    let identity = plan.lock();
+    preflight(session, plan, identity).await?;
+    let report = lock::acquire(session, identity, plan.lock_timeout(), cancel, on_waiting)
         .instrument(
-            tracing::info_span!("lock_wait", table = %plan.table, lock_key = %identity.lock_key()),
+            tracing::info_span!("lock_wait", table = %plan.table(), lock_key = %identity.lock_key()),
         )
         .await
         .map_err(RunError::from)?;
     let work = async {
-        let table = &plan.table;
+        let table = plan.table();
         let verdict = decide_and_drop(client, plan, request).await?;
         let history_rows_deleted = match verdict {
             DropVerdict::Dropped { .. } | DropVerdict::AlreadyGone => {
@@ -143,8 +143,8 @@ pub async fn drop_box_table(
         })
     };
     // A drop that committed is done even if the lock was already gone at unlock (logged there).
-    locked(session, plan, &identity, cancel, work)
-        .instrument(tracing::info_span!("drop", table = %plan.table))
+    locked(session, plan, identity, cancel, work)
+        .instrument(tracing::info_span!("drop", table = %plan.table()))
         .await
         .map(|committed| DropOutcome {
             blocked: committed.blocked,
@@ -159,7 +159,7 @@ async fn decide_and_drop(
     plan: &Plan,
     request: &DropRequest,
 ) -> Result<DropVerdict, RunError> {
-    let table = &plan.table;
+    let table = plan.table();
     if detect::table_shape(client, table).await?.is_none() {
         return Ok(DropVerdict::AlreadyGone);
     }
@@ -182,11 +182,11 @@ async fn decide_and_drop(
             });
         }
     };
-    let marker = plan.kind.marker_column();
+    let marker = plan.kind().marker_column();
     if !shape.columns.contains_key(marker) {
         return Err(RunError::NotABrighterTable {
             table: table.to_string(),
-            kind: plan.kind.as_str(),
+            kind: plan.kind().as_str(),
             marker,
         });
     }
@@ -194,7 +194,7 @@ async fn decide_and_drop(
         return Ok(DropVerdict::Blocked(DropBlock::Suspended));
     }
     let has_dispatched =
-        plan.kind == BoxKind::Outbox && shape.columns.contains_key(DISPATCHED_COLUMN);
+        plan.kind() == BoxKind::Outbox && shape.columns.contains_key(DISPATCHED_COLUMN);
     let rows = count_rows(client, table, has_dispatched).await?;
     let needs_consent = origin == Origin::Adopted || rows.total > 0;
     if needs_consent && !request.consent {
@@ -242,8 +242,8 @@ async fn count_rows(
 /// seed source); leaving them would seed them back into a re-created table's history and report
 /// it as TableMissing.
 async fn delete_history(client: &Client, plan: &Plan) -> Result<u64, RunError> {
-    let table = &plan.table;
-    let mut sources = vec![HistoryTable::for_table(table, plan.history_scope)];
+    let table = plan.table();
+    let mut sources = vec![HistoryTable::for_table(table, plan.history_scope())];
     if sources[0] != HistoryTable::Public {
         sources.push(HistoryTable::Public);
     }

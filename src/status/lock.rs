@@ -7,7 +7,7 @@ use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::crd::{LockHolder, LockState, LockStatus, PgLocks};
-use crate::lock::{Holder, LockIdentity};
+use crate::lock::Holder;
 use crate::migrate::{Outcome, Plan};
 
 /// What one pass saw of the advisory lock.
@@ -89,7 +89,7 @@ pub(super) fn millis(value: Duration) -> u64 {
 
 /// The identity part of the lock status, always recomputed from the plan.
 fn identity_lock(plan: &Plan, state: LockState) -> LockStatus {
-    let identity = LockIdentity::for_table(&plan.table);
+    let identity = plan.lock();
     LockStatus {
         lock_key: identity.lock_key().to_owned(),
         key: identity.key().to_string(),
@@ -102,7 +102,7 @@ fn identity_lock(plan: &Plan, state: LockState) -> LockStatus {
         state,
         attempts: None,
         waited_milliseconds: None,
-        timeout_seconds: Some(plan.lock_timeout.as_secs_f64()),
+        timeout_seconds: Some(plan.lock_timeout().as_secs_f64()),
         last_acquired_time: None,
         last_released_time: None,
         holder: None,

@@ -1,7 +1,7 @@
 //! The human side of the status: condition messages and the last-run record.
 
 use crate::crd::LastRun;
-use crate::lock::{Holder, LockIdentity};
+use crate::lock::Holder;
 use crate::migrate::{Outcome, Plan, RunPath};
 use crate::reason::Reason;
 
@@ -20,7 +20,7 @@ pub(super) fn version_text(version: Option<u32>) -> String {
 pub(super) fn waiting_message(plan: Option<&Plan>, holder: Option<&Holder>) -> String {
     let lock_key = plan.map_or_else(
         || "the migration lock".to_owned(),
-        |p| LockIdentity::for_table(&p.table).lock_key().to_owned(),
+        |p| p.lock().lock_key().to_owned(),
     );
     match holder {
         Some(h) if h.application_name.is_empty() => {

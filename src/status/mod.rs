@@ -12,7 +12,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 use crate::crd::{BoxTableStatus, DeletionPolicy};
 use crate::migrate::{Outcome, Plan, RunPath};
-use crate::plan::target_version;
 use crate::reason::Reason;
 
 mod drift;
@@ -96,9 +95,9 @@ pub fn desired_status(
     now: Timestamp,
 ) -> BoxTableStatus {
     let prev = previous.cloned().unwrap_or_default();
-    let table = plan.map(|p| p.table.to_string()).or(prev.table.clone());
+    let table = plan.map(|p| p.table().to_string()).or(prev.table.clone());
     let shown = table.clone().unwrap_or_else(|| "the table".to_owned());
-    let mut target = plan.map(target_version).or(prev.target_version);
+    let mut target = plan.map(Plan::target).or(prev.target_version);
     let mut applied = prev.applied_version;
     let mut last_run = prev.last_run.clone();
     // Without a plan the identity cannot be recomputed, but the table is immutable: what was
@@ -248,7 +247,7 @@ fn pending_note(pending: Option<&crate::crd::PendingPlan>) -> String {
 
 /// What a conflict says: the table, and the BoxTable (`namespace/name`) that already manages it.
 pub fn conflict_message(plan: Option<&Plan>, other: &str) -> String {
-    let shown = plan.map_or_else(|| "the table".to_owned(), |p| p.table.to_string());
+    let shown = plan.map_or_else(|| "the table".to_owned(), |p| p.table().to_string());
     format!("{shown} is already managed by BoxTable {other}")
 }
 

@@ -11,8 +11,8 @@ use boxtable_operator::db::Session;
 use boxtable_operator::ident::QualifiedName;
 use boxtable_operator::migrate::ownership::Owner;
 use boxtable_operator::migrate::{
-    self, BoxKind, DdlTimeouts, DropOutcome, DropRequest, HistoryScope, Outcome, Payload, Plan,
-    RunError,
+    self, BoxKind, DdlTimeouts, DropOutcome, DropRequest, HistoryScope, InvalidPlan, Outcome,
+    Payload, Plan, RunError,
 };
 use boxtable_operator::report::chain;
 use tokio_postgres::Client;
@@ -21,7 +21,17 @@ use tokio_util::sync::CancellationToken;
 use crate::support::TestDb;
 
 /// A plan under construction: `outbox("Outbox").in_schema("sales").binary().build()`.
-pub struct PlanBuilder(Plan);
+pub struct PlanBuilder {
+    kind: BoxKind,
+    schema: Option<String>,
+    table: String,
+    payload: Payload,
+    history_scope: HistoryScope,
+    target: Option<u32>,
+    lock_timeout: Duration,
+    ddl: DdlTimeouts,
+    owner: Option<Owner>,
+}
 
 /// An outbox plan for `table` in `public`, text payload, Global history, latest target.
 pub fn outbox(table: &str) -> PlanBuilder {
@@ -35,25 +45,26 @@ pub fn inbox(table: &str) -> PlanBuilder {
 
 impl PlanBuilder {
     fn new(kind: BoxKind, table: &str) -> Self {
-        Self(Plan {
+        Self {
             kind,
-            table: QualifiedName::parse(None, table).unwrap(),
+            schema: None,
+            table: table.to_owned(),
             payload: Payload::Text,
             history_scope: HistoryScope::Global,
-            target_version: None,
+            target: None,
             lock_timeout: Duration::from_secs(30),
             ddl: DdlTimeouts::default(),
             owner: None,
-        })
+        }
     }
 
     pub fn in_schema(mut self, schema: &str) -> Self {
-        self.0.table = QualifiedName::parse(Some(schema), self.0.table.table.as_str()).unwrap();
+        self.schema = Some(schema.to_owned());
         self
     }
 
     pub fn payload(mut self, payload: Payload) -> Self {
-        self.0.payload = payload;
+        self.payload = payload;
         self
     }
 
@@ -62,38 +73,53 @@ impl PlanBuilder {
     }
 
     pub fn per_schema(mut self) -> Self {
-        self.0.history_scope = HistoryScope::PerSchema;
+        self.history_scope = HistoryScope::PerSchema;
         self
     }
 
     pub fn target(mut self, version: u32) -> Self {
-        self.0.target_version = Some(version);
+        self.target = Some(version);
         self
     }
 
     pub fn lock_timeout(mut self, timeout: Duration) -> Self {
-        self.0.lock_timeout = timeout;
+        self.lock_timeout = timeout;
         self
     }
 
     pub fn ddl_lock_timeout(mut self, timeout: Duration) -> Self {
-        self.0.ddl.lock_timeout = Some(timeout);
+        self.ddl.lock_timeout = Some(timeout);
         self
     }
 
     pub fn statement_timeout(mut self, timeout: Duration) -> Self {
-        self.0.ddl.statement_timeout = Some(timeout);
+        self.ddl.statement_timeout = Some(timeout);
         self
     }
 
     /// Runs as the BoxTable with uid `uid` (namespace/name `shop/<uid>`).
     pub fn owned_by(mut self, uid: &str) -> Self {
-        self.0.owner = Some(owner(uid));
+        self.owner = Some(owner(uid));
         self
     }
 
+    /// The plan, or why the catalog has no such combination of box, payload and target.
+    pub fn try_build(self) -> Result<Plan, InvalidPlan> {
+        let table = QualifiedName::parse(self.schema.as_deref(), &self.table).unwrap();
+        let plan = Plan::new(self.kind, table)
+            .with_payload(self.payload)?
+            .with_target_version(self.target)?
+            .with_history_scope(self.history_scope)
+            .with_lock_timeout(self.lock_timeout)
+            .with_ddl(self.ddl);
+        Ok(match self.owner {
+            Some(owner) => plan.with_owner(owner),
+            None => plan,
+        })
+    }
+
     pub fn build(self) -> Plan {
-        self.0
+        self.try_build().unwrap()
     }
 }
 
@@ -108,7 +134,7 @@ pub fn owner(uid: &str) -> Owner {
 /// The drop request of `plan`'s owner (the plan must name one).
 pub fn drop_request(plan: &Plan, consent: bool) -> DropRequest {
     DropRequest {
-        owner: plan.owner.clone().expect("the plan names its owner"),
+        owner: plan.owner().cloned().expect("the plan names its owner"),
         consent,
         suspended: false,
     }

@@ -13,7 +13,6 @@ use tokio_util::sync::CancellationToken;
 use boxtable_operator::converge::{self, Target};
 use boxtable_operator::crd::BoxTable;
 use boxtable_operator::db::{ConnectionSettings, PoolSettings, SessionPool};
-use boxtable_operator::lock::LockIdentity;
 use boxtable_operator::manifests::{Document, Manifests};
 use boxtable_operator::migrate::{Plan, RunPath};
 use boxtable_operator::pass::{self, DriftCheck};
@@ -254,7 +253,7 @@ fn applied(
         Observed::Suspended {
             applied_version, ..
         } => {
-            if applied_version.unwrap_or(0) >= boxtable_operator::plan::target_version(plan) {
+            if applied_version.unwrap_or(0) >= plan.target() {
                 Verdict::Ready
             } else {
                 Verdict::Pending
@@ -308,7 +307,7 @@ async fn planned(
     let decision = preview.decision;
     let path = decision.path();
     let (from, to) = (decision.from_version(), decision.to_version());
-    let table = &plan.table;
+    let table = plan.table();
     let would = match path {
         RunPath::Fresh => format!("would create {table} at version {to}"),
         RunPath::Bootstrap => format!(
@@ -351,7 +350,7 @@ async fn planned(
         from_version: from,
         to_version: to,
         target_version: preview.target_version,
-        lock_key: LockIdentity::for_table(table).lock_key().to_owned(),
+        lock_key: plan.lock().lock_key().to_owned(),
         statements,
         drift: preview.drift.as_ref().map(DriftSummary::of),
     };
