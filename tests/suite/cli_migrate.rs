@@ -1,0 +1,292 @@
+//! `boxtable-operator migrate`: BoxTable manifests applied straight to a database by separate
+//! processes, with the same code path as the controller.
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use crate::support;
+
+fn migrate(args: &[&str], database_url: Option<&str>) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_boxtable-operator"));
+    cmd.arg("migrate")
+        .args(args)
+        .args(["-o", "yaml"])
+        .env_remove("DATABASE_URL");
+    if let Some(url) = database_url {
+        cmd.args(["--database-url", url]);
+    }
+    cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd
+}
+
+fn text(out: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The printed results, one YAML document per BoxTable.
+fn statuses(stdout: &str) -> Vec<serde_json::Value> {
+    serde_saphyr::from_multiple(stdout).unwrap()
+}
+
+fn ready_reason(doc: &serde_json::Value) -> (String, String) {
+    let ready = doc["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Ready")
+        .unwrap();
+    (
+        ready["status"].as_str().unwrap().to_owned(),
+        ready["reason"].as_str().unwrap().to_owned(),
+    )
+}
+
+fn write(dir: &Path, name: &str, body: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, body).unwrap();
+    path.to_str().unwrap().to_owned()
+}
+
+const OUTBOX: &str = "apiVersion: brighter.dev/v1alpha1\nkind: BoxTable\nmetadata:\n  name: orders\n  namespace: shop\n\
+spec:\n  box: Outbox\n  database:\n    secretRef:\n      name: shop-db\n";
+
+#[tokio::test]
+async fn the_examples_are_provisioned_and_every_status_is_printed_ready() {
+    let db = support::fresh_db().await;
+    db.connect()
+        .await
+        .batch_execute("CREATE SCHEMA billing")
+        .await
+        .unwrap();
+
+    let out = migrate(&["-f", "examples/", "--concurrency", "2"], Some(&db.url))
+        .output()
+        .unwrap();
+
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("skipped") && stderr.contains("v1/Namespace shop"),
+        "{stderr}"
+    );
+    let docs = statuses(&stdout);
+    let names: Vec<&str> = docs.iter().map(|d| d["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        [
+            "scratch-outbox",
+            "orders-inbox",
+            "orders-outbox",
+            "billing-outbox"
+        ]
+    );
+    for doc in &docs {
+        assert_eq!(
+            ready_reason(doc),
+            ("True".to_owned(), "Migrated".to_owned()),
+            "{doc:?}"
+        );
+    }
+    let outbox = docs.iter().find(|d| d["name"] == "orders-outbox").unwrap();
+    assert_eq!(
+        outbox["status"]["lock"]["key"].as_str(),
+        Some("-5469556670739463647")
+    );
+    assert_eq!(outbox["status"]["appliedVersion"].as_u64(), Some(8));
+    assert_eq!(outbox["status"]["lastRun"]["path"].as_str(), Some("Fresh"));
+
+    let again = migrate(&["-f", "examples/"], Some(&db.url))
+        .output()
+        .unwrap();
+    let (stdout, _) = text(&again);
+    assert!(again.status.success());
+    for doc in statuses(&stdout) {
+        assert_eq!(
+            ready_reason(&doc),
+            ("True".to_owned(), "UpToDate".to_owned())
+        );
+    }
+}
+
+#[tokio::test]
+async fn eight_migrate_processes_at_once_create_the_table_once_and_leave_no_lock() {
+    let db = support::fresh_db().await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(dir.path(), "outbox.yaml", OUTBOX);
+
+    let children: Vec<_> = (0..8)
+        .map(|_| migrate(&["-f", &file], Some(&db.url)).spawn().unwrap())
+        .collect();
+    let outputs: Vec<Output> = children
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap())
+        .collect();
+
+    let mut reasons: Vec<String> = Vec::new();
+    for out in &outputs {
+        let (stdout, stderr) = text(out);
+        assert!(out.status.success(), "{stdout}\n{stderr}");
+        reasons.push(ready_reason(&statuses(&stdout)[0]).1);
+    }
+    reasons.sort();
+    assert_eq!(
+        reasons.iter().filter(|r| *r == "Migrated").count(),
+        1,
+        "{reasons:?}"
+    );
+    assert_eq!(
+        reasons.iter().filter(|r| *r == "UpToDate").count(),
+        7,
+        "{reasons:?}"
+    );
+    let client = db.connect().await;
+    let rows: Vec<String> = client
+        .query(
+            "SELECT \"Description\" FROM public.\"__BrighterMigrationHistory\"",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(rows, ["fresh install at V8"]);
+    let locks: i64 = client
+        .query_one(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' \
+             AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(locks, 0);
+}
+
+#[tokio::test]
+async fn without_a_url_the_connection_string_comes_from_the_secret_among_the_files() {
+    let db = support::fresh_db().await;
+    let dir = tempfile::tempdir().unwrap();
+    let secret = format!(
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: shop-db\n  namespace: shop\nstringData:\n  connectionString: {:?}\n",
+        db.url
+    );
+    let file = write(dir.path(), "all.yaml", &format!("{secret}---\n{OUTBOX}"));
+
+    let out = migrate(&["-f", &file], None).output().unwrap();
+
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert_eq!(ready_reason(&statuses(&stdout)[0]).1, "Migrated");
+}
+
+#[test]
+fn a_missing_database_fails_with_a_status_that_says_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(dir.path(), "outbox.yaml", OUTBOX);
+
+    let out = migrate(&["-f", &file], None).output().unwrap();
+
+    let (stdout, _) = text(&out);
+    assert_eq!(out.status.code(), Some(1));
+    let doc = &statuses(&stdout)[0];
+    assert_eq!(
+        ready_reason(doc),
+        ("False".to_owned(), "SecretNotFound".to_owned())
+    );
+    let message = doc["status"]["conditions"][0]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+        + doc["status"]["conditions"][1]["message"]
+            .as_str()
+            .unwrap_or_default()
+        + doc["status"]["conditions"][2]["message"]
+            .as_str()
+            .unwrap_or_default();
+    assert!(message.contains("--database-url"), "{message}");
+}
+
+#[test]
+fn files_without_boxtables_are_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        "ns.yaml",
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: x\n",
+    );
+
+    let out = migrate(&["-f", &file], Some("postgres://nobody@127.0.0.1:1/none"))
+        .output()
+        .unwrap();
+
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr.contains("no BoxTable manifests"), "{stderr}");
+}
+
+#[tokio::test]
+async fn many_tables_share_at_most_concurrency_sessions() {
+    let db = support::fresh_db().await;
+    let dir = tempfile::tempdir().unwrap();
+    let manifests: String = (1..=6)
+        .map(|i| {
+            format!(
+                "---\n{}",
+                OUTBOX
+                    .replace("name: orders", &format!("name: orders-{i}"))
+                    .replace(
+                        "  box: Outbox\n",
+                        &format!("  box: Outbox\n  table: outbox_{i}\n"),
+                    )
+            )
+        })
+        .collect();
+    let file = write(dir.path(), "six.yaml", &manifests);
+    let client = db.connect().await;
+    // A trigger records the backend that wrote each history row, so the sessions that migrated
+    // can be counted on every supported PostgreSQL (pg_stat_database.sessions only exists from 14).
+    client
+        .batch_execute(
+            "CREATE TABLE public.\"__BrighterMigrationHistory\" (
+               \"MigrationVersion\" INT NOT NULL,
+               \"SchemaName\" VARCHAR(256) NOT NULL DEFAULT 'public',
+               \"BoxTableName\" VARCHAR(256) NOT NULL,
+               \"Description\" VARCHAR(512) NOT NULL,
+               \"AppliedAt\" TIMESTAMPTZ NOT NULL DEFAULT NOW(),
+               PRIMARY KEY (\"SchemaName\", \"BoxTableName\", \"MigrationVersion\"));
+             CREATE TABLE public.writers (pid int NOT NULL);
+             CREATE FUNCTION public.note_writer() RETURNS trigger LANGUAGE plpgsql AS $$
+               BEGIN INSERT INTO public.writers VALUES (pg_backend_pid()); RETURN NULL; END $$;
+             CREATE TRIGGER note_writer AFTER INSERT ON public.\"__BrighterMigrationHistory\"
+               FOR EACH ROW EXECUTE FUNCTION public.note_writer();",
+        )
+        .await
+        .unwrap();
+
+    let out = migrate(&["-f", &file, "--concurrency", "2"], Some(&db.url))
+        .output()
+        .unwrap();
+
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert_eq!(statuses(&stdout).len(), 6);
+    let row = client
+        .query_one(
+            "SELECT count(*), count(DISTINCT pid) FROM public.writers",
+            &[],
+        )
+        .await
+        .unwrap();
+    let (rows, sessions): (i64, i64) = (row.get(0), row.get(1));
+    assert_eq!(rows, 6, "one history row per table");
+    assert!(
+        (1..=2).contains(&sessions),
+        "six tables were migrated by {sessions} sessions"
+    );
+}

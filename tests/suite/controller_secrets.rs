@@ -1,0 +1,236 @@
+//! How the controller reads Secrets, on the real kube-apiserver: a metadata-only watch (never a
+//! list or watch of Secrets with their contents), one GET of a referenced Secret per
+//! resourceVersion (a resync of an unchanged Secret reads nothing, a rotated one is read again at
+//! once), `--secret-label-selector` (a referenced Secret without the labels is Stalled, saying
+//! so), and conflicts between BoxTables found across Secrets that name the same database.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+use crate::support;
+use crate::support::controller::*;
+
+/// Long enough that no resync happens during a test: a pass then comes from a watch.
+const NO_RESYNC: Duration = Duration::from_secs(3600);
+const LABEL: &str = "brighter.dev/connection";
+
+fn secrets(h: &Harness) -> Api<Secret> {
+    Api::namespaced(h.client.clone(), &h.namespace)
+}
+
+/// Creates Secret `name` holding `value` under `connectionString`, with `labels`.
+async fn create_secret(h: &Harness, name: &str, value: &str, labels: serde_json::Value) {
+    let secret: Secret = serde_json::from_value(json!({
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": h.namespace, "labels": labels},
+        "stringData": {"connectionString": value},
+    }))
+    .unwrap();
+    secrets(h)
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+}
+
+/// Replaces the connection string in the test Secret.
+async fn rotate(h: &Harness, value: &str) {
+    secrets(h)
+        .patch(
+            SECRET,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"stringData": {"connectionString": value}})),
+        )
+        .await
+        .unwrap();
+}
+
+/// The test database's URL with a wrong password.
+fn wrong_password(h: &Harness) -> String {
+    let config = h.db.config();
+    let user = config.get_user().unwrap();
+    let host = match &config.get_hosts()[0] {
+        tokio_postgres::config::Host::Tcp(host) => host.clone(),
+        other => panic!("the test database is reached over TCP, not {other:?}"),
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    format!(
+        "postgres://{user}:not-the-password@{host}:{port}/{}",
+        h.db.name
+    )
+}
+
+/// The test database in libpq's keyword form (a different Secret, the same database).
+fn keyword_form(h: &Harness) -> String {
+    let config = h.db.config();
+    let host = match &config.get_hosts()[0] {
+        tokio_postgres::config::Host::Tcp(host) => host.clone(),
+        other => panic!("the test database is reached over TCP, not {other:?}"),
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    let password = config
+        .get_password()
+        .map(|p| format!(" password='{}'", String::from_utf8_lossy(p)))
+        .unwrap_or_default();
+    format!(
+        "host={} port={port} dbname={} user={}{password}",
+        host.to_uppercase(),
+        h.db.name,
+        config.get_user().unwrap()
+    )
+}
+
+#[tokio::test]
+async fn secrets_are_watched_by_metadata_only_and_read_once_per_resource_version() {
+    let h = Harness::builder().faults().start().await;
+    create_secret(
+        &h,
+        "unrelated",
+        &"x".repeat(64 * 1024),
+        json!({"app": "other"}),
+    )
+    .await;
+    h.apply(boxtable("orders")).await;
+    h.wait_ready("orders").await;
+    let reads = h.secret_reads(SECRET);
+    assert_eq!(reads, 1, "the first pass reads the Secret once");
+
+    // Resyncs of an unchanged Secret read nothing.
+    h.wait_for_passes(4).await;
+    assert_eq!(
+        h.secret_reads(SECRET),
+        1,
+        "a resync of an unchanged Secret must not GET it again"
+    );
+    assert_eq!(
+        h.secret_reads("unrelated"),
+        0,
+        "an unreferenced Secret is never read"
+    );
+
+    let on_secrets: Vec<_> = h
+        .api
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.ends_with("/secrets"))
+        .collect();
+    assert!(
+        on_secrets.iter().any(|r| r.is_watch()),
+        "the controller watches Secrets: {on_secrets:?}"
+    );
+    let full: Vec<_> = on_secrets.iter().filter(|r| !r.metadata_only()).collect();
+    assert!(
+        full.is_empty(),
+        "every list and watch of Secrets must ask for metadata only: {full:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_rotated_secret_is_noticed_by_the_metadata_watch_and_read_again() {
+    let h = Harness::builder().resync(NO_RESYNC).start().await;
+    h.apply(boxtable("orders")).await;
+    h.wait_ready("orders").await;
+    assert_eq!(h.secret_reads(SECRET), 1);
+
+    // No resync comes: only the watch can start the pass, and only a new GET can see the
+    // new password.
+    rotate(&h, &wrong_password(&h)).await;
+    let bt = h.wait_stalled("orders", "AuthenticationFailed").await;
+    let message = &condition(bt.status.as_ref().unwrap(), "Ready")
+        .unwrap()
+        .message;
+    assert!(
+        !message.contains("not-the-password"),
+        "the password never appears in status: {message}"
+    );
+    assert_eq!(
+        h.secret_reads(SECRET),
+        2,
+        "the rotated Secret was read once"
+    );
+
+    rotate(&h, &h.db.url.clone()).await;
+    h.wait_ready("orders").await;
+    assert_eq!(h.secret_reads(SECRET), 3);
+}
+
+#[tokio::test]
+async fn with_a_label_selector_an_unlabelled_secret_is_refused_until_it_is_labelled() {
+    let h = Harness::builder()
+        .without_secret()
+        .resync(NO_RESYNC)
+        .secret_label_selector(&format!("{LABEL}=true"))
+        .start()
+        .await;
+    create_secret(&h, SECRET, &h.db.url, json!({})).await;
+    h.apply(boxtable("orders")).await;
+    let bt = h.wait_stalled("orders", "SecretNotSelected").await;
+    let message = &condition(bt.status.as_ref().unwrap(), "Ready")
+        .unwrap()
+        .message;
+    assert!(
+        message.contains(&format!("{}/{SECRET}", h.namespace))
+            && message.contains(&format!("--secret-label-selector {LABEL}=true")),
+        "the message names the Secret and the selector: {message}"
+    );
+    assert!(
+        !h.table_exists("public.outbox").await,
+        "nothing was done with an unselected Secret"
+    );
+
+    // Labelling it brings it into the watch, which starts the pass (no resync comes).
+    secrets(&h)
+        .patch(
+            SECRET,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {LABEL: "true"}}})),
+        )
+        .await
+        .unwrap();
+    h.wait_ready("orders").await;
+    assert!(h.table_exists("public.outbox").await);
+}
+
+#[tokio::test]
+async fn two_boxtables_on_one_database_conflict_across_secrets() {
+    let h = Harness::start().await;
+    h.apply(boxtable("orders")).await;
+    h.wait_ready("orders").await;
+
+    // Another Secret, another form of connection string, the same host, port and database.
+    create_secret(&h, "same-db", &keyword_form(&h), json!({})).await;
+    h.apply(boxtable("orders-copy").secret("same-db")).await;
+    let bt = h.wait_stalled("orders-copy", "TableConflict").await;
+    let message = &condition(bt.status.as_ref().unwrap(), "Ready")
+        .unwrap()
+        .message;
+    assert!(
+        message.contains(&format!(
+            "public.outbox is already managed by BoxTable {}/orders",
+            h.namespace
+        )),
+        "found from the Secrets, before connecting: {message}"
+    );
+    assert!(!message.contains("password"), "{message}");
+
+    // The same table name on another database is no conflict.
+    let admin = support::connect(&support::database_url()).await;
+    let other = format!("{}_other", h.db.name);
+    admin
+        .batch_execute(&format!("CREATE DATABASE \"{other}\""))
+        .await
+        .unwrap();
+    create_secret(
+        &h,
+        "other-db",
+        &support::url_with_dbname(&h.db.url, &other),
+        json!({}),
+    )
+    .await;
+    h.apply(boxtable("orders-elsewhere").secret("other-db"))
+        .await;
+    h.wait_ready("orders-elsewhere").await;
+}

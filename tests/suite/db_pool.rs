@@ -1,0 +1,544 @@
+//! The session pool against a real PostgreSQL: one session reused across tables and renamed for
+//! each pass, the bound per database, a terminated, failed or unclean session never lent again, a
+//! changed connection string closing the sessions of the old one, and idle sessions closing on
+//! time and past the cap.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use boxtable_operator::converge::{ConvergeError, Target};
+use boxtable_operator::db::pool::{Closed, Opened, PoolEvents};
+use boxtable_operator::db::{PoolSettings, SessionKey, SessionPool};
+use boxtable_operator::migrate::runner::Withdrawal;
+use boxtable_operator::migrate::{Outcome, Plan, RunError};
+use boxtable_operator::pass::{self, DriftCheck};
+use tokio_postgres::Client;
+use tokio_util::sync::CancellationToken;
+
+use crate::support;
+use crate::support::migrate::outbox;
+use crate::support::reliability::{
+    WAIT, advisory_locks, install_ddl_hook, set_db_setting, wait_until, wait_until_backend_gone,
+};
+
+/// Counts what the pool reports.
+#[derive(Default)]
+struct Counts {
+    opened: Mutex<HashMap<&'static str, u64>>,
+    closed: Mutex<HashMap<&'static str, u64>>,
+}
+
+impl PoolEvents for Counts {
+    fn opened(&self, why: Opened) {
+        *self.opened.lock().unwrap().entry(why.as_str()).or_default() += 1;
+    }
+    fn closed(&self, why: Closed) {
+        *self.closed.lock().unwrap().entry(why.as_str()).or_default() += 1;
+    }
+    fn sizes(&self, _: usize, _: usize) {}
+}
+
+impl Counts {
+    fn opened(&self, why: Opened) -> u64 {
+        self.opened
+            .lock()
+            .unwrap()
+            .get(why.as_str())
+            .copied()
+            .unwrap_or(0)
+    }
+    fn opened_total(&self) -> u64 {
+        self.opened.lock().unwrap().values().sum()
+    }
+    fn closed(&self, why: Closed) -> u64 {
+        self.closed
+            .lock()
+            .unwrap()
+            .get(why.as_str())
+            .copied()
+            .unwrap_or(0)
+    }
+}
+
+fn pool_with(settings: PoolSettings) -> (SessionPool, Arc<Counts>) {
+    let counts = Arc::new(Counts::default());
+    (SessionPool::with_events(settings, counts.clone()), counts)
+}
+
+fn pool(per_target: usize) -> (SessionPool, Arc<Counts>) {
+    pool_with(PoolSettings {
+        per_target,
+        ..PoolSettings::default()
+    })
+}
+
+const SOURCE: &str = "test/shop-db/connectionString";
+
+fn target<'a>(url: &'a str, app: &'a str) -> Target<'a> {
+    Target {
+        connection_string: url,
+        ca_pem: None,
+        application_name: app,
+        source: Some(SOURCE),
+    }
+}
+
+/// One migration of `plan` through the pool, with a gate that lets it through.
+async fn migrate(pool: &SessionPool, url: &str, plan: &Plan) -> Result<Outcome, ConvergeError> {
+    migrate_from(pool, url, plan, Some(SOURCE)).await
+}
+
+/// As [`migrate`], with the connection string from `source`.
+async fn migrate_from(
+    pool: &SessionPool,
+    url: &str,
+    plan: &Plan,
+    source: Option<&str>,
+) -> Result<Outcome, ConvergeError> {
+    let app = format!("boxtable-operator/test/{}", plan.table().table.as_str());
+    pass::migrate(
+        pool,
+        &Target {
+            source,
+            ..target(url, &app)
+        },
+        plan,
+        &CancellationToken::new(),
+        |_| (),
+        || async { Ok(()) },
+        DriftCheck::After,
+    )
+    .await
+}
+
+/// The operator's sessions on the test database: (pid, application_name).
+async fn operator_sessions(client: &Client) -> Vec<(i32, String)> {
+    client
+        .query(
+            "SELECT pid, application_name FROM pg_stat_activity \
+             WHERE datname = current_database() AND application_name LIKE 'boxtable-operator/%' \
+             ORDER BY pid",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect()
+}
+
+#[tokio::test]
+async fn tables_on_one_database_share_one_session_named_for_each_pass() {
+    let db = support::fresh_db().await;
+    let observer = db.connect().await;
+    let (pool, counts) = pool(2);
+    for i in 0..10 {
+        let plan = outbox(&format!("outbox_{i}")).build();
+        let outcome = migrate(&pool, &db.url, &plan).await.unwrap();
+        assert_eq!(outcome.to_version, 8);
+    }
+    assert_eq!(counts.opened_total(), 1, "one session for ten passes");
+    let sessions = operator_sessions(&observer).await;
+    assert_eq!(sessions.len(), 1, "{sessions:?}");
+    assert_eq!(
+        sessions[0].1, "boxtable-operator/test/outbox_9",
+        "the kept session carries the name of the pass that used it last"
+    );
+    assert_eq!(pool.sizes(), (1, 1));
+    assert_eq!(advisory_locks(&observer).await, 0);
+}
+
+#[tokio::test]
+async fn passes_wait_for_a_free_session_and_never_open_more_than_the_bound() {
+    let db = support::fresh_db().await;
+    let observer = Arc::new(db.connect().await);
+    let (pool, counts) = pool(2);
+    // Each gate (inside the lock, in the transaction) waits for a second pass to be inside its
+    // own: with the bound at 2 they go through in pairs, and each records how many operator
+    // sessions the server sees at that moment.
+    let pair = Arc::new(tokio::sync::Barrier::new(2));
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let runs = (0..8).map(|i| {
+        let (pool, url, pair, seen, observer) =
+            (&pool, &db.url, pair.clone(), seen.clone(), observer.clone());
+        async move {
+            let plan = outbox(&format!("outbox_{i}")).build();
+            let app = format!("boxtable-operator/test/outbox_{i}");
+            let gate = move || async move {
+                pair.wait().await;
+                let n = operator_sessions(&observer).await.len();
+                seen.lock().unwrap().push(n);
+                Ok::<(), Withdrawal>(())
+            };
+            pass::migrate(
+                pool,
+                &target(url, &app),
+                &plan,
+                &CancellationToken::new(),
+                |_| (),
+                gate,
+                DriftCheck::After,
+            )
+            .await
+            .unwrap()
+        }
+    });
+    let outcomes = tokio::time::timeout(WAIT, futures::future::join_all(runs))
+        .await
+        .expect("every pass finished");
+    assert!(outcomes.iter().all(|o| o.to_version == 8));
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 8);
+    assert!(
+        seen.iter().all(|&n| n <= 2),
+        "sessions seen inside the lock: {seen:?}"
+    );
+    assert_eq!(counts.opened_total(), 2, "two sessions for eight passes");
+    assert_eq!(pool.sizes(), (2, 2));
+}
+
+#[tokio::test]
+async fn a_terminated_idle_session_is_replaced_and_the_next_pass_succeeds() {
+    let db = support::fresh_db().await;
+    let observer = db.connect().await;
+    let (pool, counts) = pool(2);
+    migrate(&pool, &db.url, &outbox("outbox_a").build())
+        .await
+        .unwrap();
+    let before = operator_sessions(&observer).await;
+    assert_eq!(before.len(), 1, "{before:?}");
+    let pid = before[0].0;
+    let terminated: bool = observer
+        .query_one("SELECT pg_terminate_backend($1)", &[&pid])
+        .await
+        .unwrap()
+        .get(0);
+    assert!(terminated);
+    wait_until_backend_gone(&observer, pid).await;
+
+    let outcome = migrate(&pool, &db.url, &outbox("outbox_b").build())
+        .await
+        .unwrap_or_else(|e| panic!("the pass after the kill: {}", e.message()));
+
+    assert_eq!(outcome.to_version, 8);
+    let after = operator_sessions(&observer).await;
+    assert_eq!(after.len(), 1, "{after:?}");
+    assert_ne!(after[0].0, pid, "a new backend");
+    assert_eq!(counts.opened(Opened::NoneIdle), 1);
+    assert_eq!(counts.opened(Opened::ReplacedBroken), 1);
+    assert_eq!(counts.closed(Closed::Broken), 1);
+}
+
+#[tokio::test]
+async fn a_step_failing_under_the_lock_closes_the_session_and_leaves_no_advisory_lock() {
+    let db = support::fresh_db().await;
+    let observer = Arc::new(db.connect().await);
+    install_ddl_hook(&observer).await;
+    // The first DDL statement of the transaction fails (the history table's CREATE), after the
+    // lock was taken and before it is released.
+    set_db_setting(&observer, &db.name, "fail_at", Some(1)).await;
+    let (pool, counts) = pool(2);
+    let plan = outbox("outbox").build();
+    let pid = Arc::new(Mutex::new(None));
+    let gate = {
+        let (observer, pid) = (observer.clone(), pid.clone());
+        move || async move {
+            let seen = operator_sessions(&observer).await.first().map(|s| s.0);
+            *pid.lock().unwrap() = seen;
+            Ok::<(), Withdrawal>(())
+        }
+    };
+    let error = pass::migrate(
+        &pool,
+        &target(&db.url, "boxtable-operator/test/outbox"),
+        &plan,
+        &CancellationToken::new(),
+        |_| (),
+        gate,
+        DriftCheck::After,
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(error, ConvergeError::Run { .. })
+            && error.message().contains("step failure injected"),
+        "{}",
+        error.message()
+    );
+    assert_eq!(pool.sizes(), (0, 0), "the session was not kept");
+    assert_eq!(counts.closed(Closed::NotClean), 1);
+    let pid = pid.lock().unwrap().expect("the gate saw the session");
+    wait_until_backend_gone(&observer, pid).await;
+    assert_eq!(advisory_locks(&observer).await, 0);
+
+    set_db_setting(&observer, &db.name, "fail_at", None).await;
+    migrate(&pool, &db.url, &plan).await.unwrap();
+    assert_eq!(
+        counts.opened(Opened::NoneIdle),
+        2,
+        "the next pass opened a new session"
+    );
+}
+
+#[tokio::test]
+async fn a_withdrawn_run_closes_its_session_and_leaves_no_advisory_lock() {
+    let db = support::fresh_db().await;
+    let observer = db.connect().await;
+    let (pool, counts) = pool(2);
+    let error = pass::migrate(
+        &pool,
+        &target(&db.url, "boxtable-operator/test/outbox"),
+        &outbox("outbox").build(),
+        &CancellationToken::new(),
+        |_| (),
+        || async {
+            Err(Withdrawal {
+                why: "the BoxTable is gone".to_owned(),
+                transient: false,
+            })
+        },
+        DriftCheck::After,
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(
+            error,
+            ConvergeError::Run {
+                source: RunError::Withdrawn { .. },
+                ..
+            }
+        ),
+        "{}",
+        error.message()
+    );
+    assert_eq!(pool.sizes(), (0, 0));
+    assert_eq!(counts.closed(Closed::NotClean), 1);
+    wait_until("the withdrawn run's session to end", WAIT, || async {
+        operator_sessions(&observer).await.is_empty()
+    })
+    .await;
+    assert_eq!(advisory_locks(&observer).await, 0);
+}
+
+#[tokio::test]
+async fn a_session_handed_back_inside_a_transaction_or_holding_an_advisory_lock_is_closed() {
+    let db = support::fresh_db().await;
+    let observer = db.connect().await;
+    let (pool, counts) = pool(2);
+    let key = SessionKey::new(&db.url, None).unwrap();
+    let cancel = CancellationToken::new();
+    for left_behind in ["BEGIN", "SELECT pg_advisory_lock(74726, 1)"] {
+        let mut lent = pool
+            .checkout(&key, None, "boxtable-operator/test/unclean", &cancel)
+            .await
+            .unwrap();
+        lent.session()
+            .client()
+            .batch_execute(left_behind)
+            .await
+            .unwrap();
+        lent.give_back().await;
+        assert_eq!(pool.sizes(), (0, 0), "not kept after {left_behind}");
+    }
+    assert_eq!(counts.closed(Closed::Broken), 2);
+    wait_until("the unclean sessions to end", WAIT, || async {
+        operator_sessions(&observer).await.is_empty()
+    })
+    .await;
+    assert_eq!(advisory_locks(&observer).await, 0);
+}
+
+#[tokio::test]
+async fn a_pass_waiting_for_a_free_session_returns_when_cancelled() {
+    let db = support::fresh_db().await;
+    let (pool, counts) = pool(1);
+    let key = SessionKey::new(&db.url, None).unwrap();
+    let never = CancellationToken::new();
+    let held = pool
+        .checkout(&key, None, "boxtable-operator/test/held", &never)
+        .await
+        .unwrap();
+    let cancel = CancellationToken::new();
+    let waiting = pool.checkout(&key, None, "boxtable-operator/test/waiting", &cancel);
+    let cancelling = async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        cancel.cancel();
+    };
+    let (result, ()) = tokio::time::timeout(WAIT, async { tokio::join!(waiting, cancelling) })
+        .await
+        .expect("the wait ended");
+    assert!(
+        matches!(
+            result,
+            Err(boxtable_operator::db::pool::CheckoutError::Cancelled)
+        ),
+        "{:?}",
+        result.map(|_| ())
+    );
+    assert_eq!(
+        counts.opened_total(),
+        1,
+        "the waiting pass opened no session"
+    );
+    held.give_back().await;
+}
+
+/// A role of its own with `password`, allowed to create tables in the test database.
+async fn role_with_password(db: &support::TestDb, client: &Client, password: &str) -> String {
+    let role = format!("pool_{}", db.name);
+    client
+        .batch_execute(&format!(
+            "CREATE ROLE \"{role}\" LOGIN PASSWORD '{password}'; \
+             GRANT ALL ON DATABASE \"{}\" TO \"{role}\"; \
+             GRANT ALL ON SCHEMA public TO \"{role}\";",
+            db.name
+        ))
+        .await
+        .unwrap();
+    role
+}
+
+fn url_as(db: &support::TestDb, role: &str, password: &str) -> String {
+    let config = db.config();
+    let (host, port) = match (config.get_hosts().first(), config.get_ports().first()) {
+        (Some(tokio_postgres::config::Host::Tcp(h)), Some(p)) => (h.clone(), *p),
+        _ => panic!("DATABASE_URL must name a TCP host"),
+    };
+    format!("postgres://{role}:{password}@{host}:{port}/{}", db.name)
+}
+
+#[tokio::test]
+async fn a_changed_connection_string_from_the_same_source_closes_the_old_sessions_at_once() {
+    let db = support::fresh_db().await;
+    let observer = db.connect().await;
+    let role = role_with_password(&db, &observer, "first-password").await;
+    let (pool, counts) = pool(2);
+    let old_url = url_as(&db, &role, "first-password");
+    migrate(&pool, &old_url, &outbox("outbox_a").build())
+        .await
+        .unwrap();
+    let old = operator_sessions(&observer).await;
+    assert_eq!(old.len(), 1, "{old:?}");
+
+    // The password is rotated: the old session would still work, but the Secret says otherwise.
+    observer
+        .batch_execute(&format!("ALTER ROLE \"{role}\" PASSWORD 'second-password'"))
+        .await
+        .unwrap();
+    let new_url = url_as(&db, &role, "second-password");
+    migrate(&pool, &new_url, &outbox("outbox_b").build())
+        .await
+        .unwrap();
+
+    assert_eq!(counts.closed(Closed::Superseded), 1);
+    assert_eq!(counts.opened(Opened::NoneIdle), 2);
+    wait_until_backend_gone(&observer, old[0].0).await;
+    let now = operator_sessions(&observer).await;
+    assert_eq!(now.len(), 1, "{now:?}");
+    assert_eq!(pool.sizes(), (1, 1));
+}
+
+#[tokio::test]
+async fn idle_sessions_close_after_the_idle_timeout() {
+    let db = support::fresh_db().await;
+    let observer = db.connect().await;
+    let (pool, counts) = pool_with(PoolSettings {
+        per_target: 2,
+        idle_timeout: Duration::from_millis(500),
+        max_idle: 8,
+    });
+    let pool = Arc::new(pool);
+    let stop = CancellationToken::new();
+    let expiry = tokio::spawn({
+        let (pool, stop) = (pool.clone(), stop.clone());
+        async move { pool.expire_idle_until(&stop).await }
+    });
+    migrate(&pool, &db.url, &outbox("outbox").build())
+        .await
+        .unwrap();
+    let pid = operator_sessions(&observer).await[0].0;
+    wait_until_backend_gone(&observer, pid).await;
+    assert_eq!(counts.closed(Closed::IdleTimeout), 1);
+    assert_eq!(pool.sizes(), (0, 0));
+    stop.cancel();
+    expiry.await.unwrap();
+}
+
+#[tokio::test]
+async fn past_the_idle_cap_the_oldest_idle_session_is_closed() {
+    let first = support::fresh_db().await;
+    let second = support::fresh_db().await;
+    let observer = first.connect().await;
+    let (pool, counts) = pool_with(PoolSettings {
+        per_target: 2,
+        max_idle: 1,
+        ..PoolSettings::default()
+    });
+    migrate_from(&pool, &first.url, &outbox("outbox").build(), None)
+        .await
+        .unwrap();
+    let pid = operator_sessions(&observer).await[0].0;
+    migrate_from(&pool, &second.url, &outbox("outbox").build(), None)
+        .await
+        .unwrap();
+    assert_eq!(counts.closed(Closed::IdleCap), 1);
+    assert_eq!(pool.sizes(), (1, 1));
+    wait_until_backend_gone(&observer, pid).await;
+}
+
+#[tokio::test]
+async fn closing_the_pool_ends_its_idle_sessions_and_those_handed_back_later() {
+    let db = support::fresh_db().await;
+    let observer = db.connect().await;
+    let (pool, counts) = pool(2);
+    let key = SessionKey::new(&db.url, None).unwrap();
+    let cancel = CancellationToken::new();
+    migrate(&pool, &db.url, &outbox("outbox").build())
+        .await
+        .unwrap();
+    let lent = pool
+        .checkout(&key, None, "boxtable-operator/test/lent", &cancel)
+        .await
+        .unwrap();
+    let second = pool
+        .checkout(&key, None, "boxtable-operator/test/second", &cancel)
+        .await
+        .unwrap();
+    pool.close();
+    lent.give_back().await;
+    second.give_back().await;
+    assert_eq!(pool.sizes(), (0, 0));
+    assert_eq!(counts.closed(Closed::Shutdown), 2);
+    wait_until("the pool's sessions to end", WAIT, || async {
+        operator_sessions(&observer).await.is_empty()
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn each_pass_on_a_kept_session_takes_and_releases_its_own_lock_and_the_preflight_runs_once() {
+    let db = support::fresh_db().await;
+    let proxy = support::wire::start(support::wire::upstream(&db.config())).await;
+    let url = support::wire::through(&db.config(), proxy.addr);
+    let (pool, counts) = pool(1);
+    for table in ["outbox_a", "outbox_b", "outbox_c"] {
+        migrate(&pool, &url, &outbox(table).build()).await.unwrap();
+    }
+    assert_eq!(counts.opened_total(), 1);
+    let sent = proxy.sent();
+    let count = |needle: &str| sent.iter().filter(|s| s.sql.contains(needle)).count();
+    assert_eq!(count("pg_try_advisory_lock"), 3, "one lock per table");
+    assert_eq!(count("pg_advisory_unlock"), 3, "each released");
+    assert_eq!(
+        count("pg_is_in_recovery"),
+        1,
+        "the preflight runs once per session"
+    );
+    assert_eq!(
+        count("set_config('application_name'"),
+        2,
+        "renamed each time it is lent again"
+    );
+}

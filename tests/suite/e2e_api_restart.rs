@@ -1,0 +1,249 @@
+//! The API server going away under the operator: kube-apiserver killed and restarted (by its
+//! supervisor, as a kubelet restarts a static pod) while a migration runs, and an etcd compaction
+//! that makes the operator's watch position expire (410 Gone). The operator converges with
+//! nothing lost and nothing done twice. These tests restart the shared API server, so they live in
+//! a test binary of their own and run one at a time.
+
+use std::time::Duration;
+
+use jiff::Timestamp;
+use tokio::sync::Mutex;
+
+use crate::support;
+use crate::support::e2e::{Cluster, ControlPlane, connect};
+
+const WAIT: Duration = Duration::from_secs(180);
+
+/// One restart at a time.
+static RESTARTS: Mutex<()> = Mutex::const_new(());
+
+fn boxtable(ns: &str, name: &str, table: &str) -> String {
+    format!(
+        "---\napiVersion: brighter.dev/v1alpha1\nkind: BoxTable\nmetadata:\n  name: {name}\n  namespace: {ns}\n\
+         spec:\n  box: Outbox\n  table: {table}\n  database:\n    secretRef:\n      name: db\n"
+    )
+}
+
+/// Kills kube-apiserver and waits until its supervisor has a new one serving `/readyz`; returns
+/// when that began.
+async fn kill_and_wait_for_restart(cluster: &Cluster, plane: &ControlPlane) -> Timestamp {
+    let killed_at = Timestamp::now();
+    let old = plane.apiserver_pid();
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", &old.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    cluster
+        .eventually("kube-apiserver to be restarted and ready", WAIT, || async {
+            let pid = std::fs::read_to_string(&plane.apiserver_pidfile).unwrap_or_default();
+            if pid.trim() == old.to_string() {
+                return None;
+            }
+            let out = cluster.kubectl(&["get", "--raw", "/readyz"]).await;
+            (out.status.success() && String::from_utf8_lossy(&out.stdout).trim() == "ok")
+                .then_some(())
+        })
+        .await;
+    killed_at
+}
+
+/// Fails if RBAC refused any request made with `token`, except while the API server restarted
+/// (`from` until a little after `ready`).
+fn assert_no_forbidden_requests_outside(
+    plane: &ControlPlane,
+    token: &support::e2e::OperatorToken,
+    from: Timestamp,
+    ready: Timestamp,
+) {
+    let to = ready + jiff::SignedDuration::from_secs(5);
+    let refused = plane.forbidden_requests_outside(token, from, to);
+    assert!(
+        refused.is_empty(),
+        "deploy/rbac.yaml does not allow calls the operator made:\n{}",
+        refused.join("\n")
+    );
+}
+
+async fn history(cluster: &Cluster, table: &str) -> Vec<i32> {
+    connect(&cluster.db.url)
+        .await
+        .query(
+            "SELECT \"MigrationVersion\" FROM public.\"__BrighterMigrationHistory\" \
+             WHERE \"BoxTableName\" = $1 ORDER BY 1",
+            &[&table],
+        )
+        .await
+        .map(|rows| rows.iter().map(|r| r.get(0)).collect())
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_migration_survives_the_api_server_being_killed_and_restarted_and_runs_once() {
+    let _one = RESTARTS.lock().await;
+    let mut cluster = Cluster::start().await;
+    let plane = cluster.plane.unwrap();
+    // Checked below, leaving out the restart.
+    let token = cluster.token.take().unwrap();
+    let ns = "apirestart";
+    cluster.secret(ns, "db").await;
+    // A V1 outbox, its first ALTER held up by a reader's lock: the migration is mid-transaction.
+    let blocker = connect(&cluster.db.url).await;
+    blocker
+        .batch_execute(
+            "CREATE TABLE public.busy (Id BIGSERIAL PRIMARY KEY, MessageId UUID UNIQUE NOT NULL, \
+             Topic VARCHAR(255), MessageType VARCHAR(32), Timestamp timestamptz, HeaderBag TEXT, Body TEXT)",
+        )
+        .await
+        .unwrap();
+    blocker
+        .batch_execute("BEGIN; LOCK TABLE public.busy IN ACCESS SHARE MODE")
+        .await
+        .unwrap();
+    let operator = cluster.operator(ns, "e2e-apirestart");
+    cluster.apply(boxtable(ns, "busy", "busy")).await;
+    cluster
+        .wait_for_alter_blocked_on_lock("apirestart", WAIT)
+        .await;
+
+    // The API server dies mid-migration; the migration then commits while it is away, so the
+    // status write after it meets a dead server and must be retried against the new one.
+    let killed_at = Timestamp::now();
+    let old = plane.apiserver_pid();
+    std::process::Command::new("kill")
+        .args(["-KILL", &old.to_string()])
+        .status()
+        .unwrap();
+    blocker.batch_execute("COMMIT").await.unwrap();
+    cluster
+        .eventually("kube-apiserver to be restarted and ready", WAIT, || async {
+            let pid = std::fs::read_to_string(&plane.apiserver_pidfile).unwrap_or_default();
+            if pid.trim() == old.to_string() {
+                return None;
+            }
+            let out = cluster.kubectl(&["get", "--raw", "/readyz"]).await;
+            out.status.success().then_some(())
+        })
+        .await;
+    let ready_at = Timestamp::now();
+
+    cluster
+        .kubectl_ok(&[
+            "-n",
+            ns,
+            "wait",
+            "--for=condition=Ready",
+            "boxtable/busy",
+            "--timeout=180s",
+        ])
+        .await;
+    let rows = history(&cluster, "busy").await;
+    assert_eq!(
+        rows,
+        (1..=8).collect::<Vec<_>>(),
+        "each step once: {rows:?}\n{}",
+        operator.logs()
+    );
+    cluster
+        .no_advisory_lock_left("no advisory lock is left behind")
+        .await;
+    assert_no_forbidden_requests_outside(plane, &token, killed_at, ready_at);
+}
+
+/// etcd's current revision, from its JSON gateway.
+async fn etcd_revision(plane: &ControlPlane) -> i64 {
+    let body = etcd_post(plane, "/v3/kv/range", r#"{"key":"AA=="}"#).await;
+    let value: serde_json::Value = serde_json::from_str(&body).unwrap();
+    value["header"]["revision"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+async fn etcd_post(plane: &ControlPlane, path: &str, body: &str) -> String {
+    let url = format!("{}{path}", plane.etcd);
+    let body = body.to_owned();
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("curl")
+            .args(["-sS", "--max-time", "30", "-X", "POST", "-d", &body, &url])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_an_etcd_compaction_expires_the_watch_the_operator_relists_and_converges() {
+    let _one = RESTARTS.lock().await;
+    let mut cluster = Cluster::start().await;
+    let plane = cluster.plane.unwrap();
+    // Checked below, leaving out the restart.
+    let token = cluster.token.take().unwrap();
+    let ns = "compaction";
+    cluster.secret(ns, "db").await;
+    let _operator = cluster.operator(ns, "e2e-compaction");
+    cluster.apply(boxtable(ns, "first", "first_outbox")).await;
+    cluster.wait_ready(ns, "first").await;
+    let lists_before = list_calls(plane, &token);
+
+    // Move etcd's revision well past the operator's watch position, compact it away, and restart
+    // the API server so its watch cache starts from the compacted store: the operator's re-watch
+    // from its old position is answered 410 Gone and it has to list again.
+    for i in 0..20 {
+        cluster
+            .kubectl_ok(&["-n", ns, "create", "configmap", &format!("churn-{i}")])
+            .await;
+    }
+    let revision = etcd_revision(plane).await;
+    etcd_post(
+        plane,
+        "/v3/kv/compaction",
+        &format!(r#"{{"revision":"{revision}","physical":true}}"#),
+    )
+    .await;
+    let killed_at = kill_and_wait_for_restart(&cluster, plane).await;
+    let ready_at = Timestamp::now();
+
+    cluster.apply(boxtable(ns, "second", "second_outbox")).await;
+    cluster
+        .kubectl_ok(&[
+            "-n",
+            ns,
+            "wait",
+            "--for=condition=Ready",
+            "boxtable/second",
+            "--timeout=180s",
+        ])
+        .await;
+    cluster
+        .eventually("the operator to list BoxTables again", WAIT, || async {
+            (list_calls(plane, &token) > lists_before).then_some(())
+        })
+        .await;
+    assert_eq!(
+        history(&cluster, "first_outbox").await,
+        [8],
+        "migrated once"
+    );
+    assert_eq!(history(&cluster, "second_outbox").await, [8]);
+    assert_no_forbidden_requests_outside(plane, &token, killed_at, ready_at);
+}
+
+/// `list boxtables` calls the operator made (a relist after 410 Gone shows as one).
+fn list_calls(plane: &ControlPlane, token: &support::e2e::OperatorToken) -> usize {
+    plane
+        .audit_events()
+        .iter()
+        .filter(|e| {
+            token.made(e) && e["verb"] == "list" && e["objectRef"]["resource"] == "boxtables"
+        })
+        .count()
+}

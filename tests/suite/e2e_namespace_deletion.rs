@@ -1,0 +1,233 @@
+//! Deleting a namespace that holds BoxTables, on the real control plane: the namespace controller
+//! deletes everything in it at once, Secrets included. The operator keeps the
+//! `drop.brighter.dev/<uid>` finalizer on a Secret that a `deletionPolicy: Drop` BoxTable
+//! needs, so every Drop table is dropped, Retain tables stay, and the namespace goes away.
+
+use std::time::Duration;
+
+use crate::support::e2e::{Cluster, connect};
+
+/// Namespace deletion runs through the namespace controller's passes; generous on a busy machine.
+const WAIT: Duration = Duration::from_secs(180);
+
+fn boxtable(ns: &str, name: &str, table: &str, policy: &str) -> String {
+    format!(
+        "---\napiVersion: brighter.dev/v1alpha1\nkind: BoxTable\nmetadata:\n  name: {name}\n  namespace: {ns}\n\
+         spec:\n  box: Outbox\n  table: {table}\n  deletionPolicy: {policy}\n  database:\n    secretRef:\n      name: db\n"
+    )
+}
+
+async fn table_exists(cluster: &Cluster, table: &str) -> bool {
+    connect(&cluster.db.url)
+        .await
+        .query_one(
+            "SELECT to_regclass($1) IS NOT NULL",
+            &[&format!("public.{table}")],
+        )
+        .await
+        .unwrap()
+        .get(0)
+}
+
+async fn history_tables(cluster: &Cluster) -> Vec<String> {
+    connect(&cluster.db.url)
+        .await
+        .query(
+            "SELECT \"BoxTableName\" FROM public.\"__BrighterMigrationHistory\" ORDER BY 1",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+}
+
+/// Sets up namespace `ns` with two Drop BoxTables and one Retain BoxTable, all Ready.
+async fn three_ready_boxtables(cluster: &Cluster, ns: &str) {
+    cluster.secret(ns, "db").await;
+    let manifests = boxtable(ns, "drop-a", "drop_a", "Drop")
+        + &boxtable(ns, "drop-b", "drop_b", "Drop")
+        + &boxtable(ns, "kept", "kept", "Retain");
+    cluster.apply(manifests).await;
+    cluster
+        .kubectl_ok(&[
+            "-n",
+            ns,
+            "wait",
+            "--for=condition=Ready",
+            "boxtable",
+            "--all",
+            "--timeout=120s",
+        ])
+        .await;
+}
+
+async fn secret_finalizers(cluster: &Cluster, ns: &str) -> String {
+    cluster
+        .kubectl_ok(&[
+            "-n",
+            ns,
+            "get",
+            "secret",
+            "db",
+            "-o",
+            "jsonpath={.metadata.finalizers}",
+        ])
+        .await
+}
+
+async fn wait_namespace_gone(cluster: &Cluster, ns: &str) {
+    cluster
+        .eventually(&format!("namespace {ns} to be deleted"), WAIT, || async {
+            let out = cluster.kubectl(&["get", "namespace", ns]).await;
+            (!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("NotFound"))
+                .then_some(())
+        })
+        .await;
+}
+
+async fn assert_drops_done_and_retain_kept(cluster: &Cluster) {
+    assert!(
+        !table_exists(cluster, "drop_a").await,
+        "drop_a was not dropped"
+    );
+    assert!(
+        !table_exists(cluster, "drop_b").await,
+        "drop_b was not dropped"
+    );
+    assert!(
+        table_exists(cluster, "kept").await,
+        "the Retain table was dropped"
+    );
+    assert_eq!(history_tables(cluster).await, ["kept"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_namespace_with_drop_and_retain_boxtables_drops_the_drop_tables_and_completes() {
+    let cluster = Cluster::start().await;
+    let ns = "nsdelete";
+    let _operator = cluster.operator(ns, "e2e-nsdelete");
+    three_ready_boxtables(&cluster, ns).await;
+    cluster
+        .eventually("the Secret to be kept for the drops", WAIT, || async {
+            secret_finalizers(&cluster, ns)
+                .await
+                .contains("drop.brighter.dev/")
+                .then_some(())
+        })
+        .await;
+
+    cluster
+        .kubectl_ok(&["delete", "namespace", ns, "--wait=false"])
+        .await;
+
+    wait_namespace_gone(&cluster, ns).await;
+    assert_drops_done_and_retain_kept(&cluster).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespace_deleted_while_the_operator_is_down_completes_once_it_is_back() {
+    let cluster = Cluster::start().await;
+    let ns = "nsdelete-down";
+    let mut operator = cluster.operator(ns, "e2e-nsdelete-down");
+    three_ready_boxtables(&cluster, ns).await;
+    cluster
+        .eventually("the Secret to be kept for the drops", WAIT, || async {
+            secret_finalizers(&cluster, ns)
+                .await
+                .contains("drop.brighter.dev/")
+                .then_some(())
+        })
+        .await;
+    operator.signal("TERM");
+    operator.child.wait().unwrap();
+
+    // With the operator away, the namespace controller deletes everything it can: the Secret is
+    // marked for deletion (or gone, if nothing kept it), the BoxTables wait on their finalizer.
+    cluster
+        .kubectl_ok(&["delete", "namespace", ns, "--wait=false"])
+        .await;
+    cluster
+        .eventually(
+            "the namespace controller to delete the Secret",
+            WAIT,
+            || async {
+                let out = cluster
+                    .kubectl(&[
+                        "-n",
+                        ns,
+                        "get",
+                        "secret",
+                        "db",
+                        "-o",
+                        "jsonpath={.metadata.deletionTimestamp}",
+                    ])
+                    .await;
+                let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+                (!out.status.success() || !stdout.is_empty()).then_some(())
+            },
+        )
+        .await;
+
+    let _back = cluster.operator(ns, "e2e-nsdelete-back");
+    wait_namespace_gone(&cluster, ns).await;
+    assert_drops_done_and_retain_kept(&cluster).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_operator_gone_retain_boxtables_and_their_namespace_are_deleted_without_hanging() {
+    let cluster = Cluster::start().await;
+    let ns = "uninstall-retain";
+    let mut operator = cluster.operator(ns, "e2e-uninstall-retain");
+    cluster.secret(ns, "db").await;
+    cluster
+        .apply(
+            boxtable(ns, "kept-a", "kept_a", "Retain")
+                + &boxtable(ns, "kept-b", "kept_b", "Retain")
+                + &boxtable(ns, "kept-c", "kept_c", "Retain"),
+        )
+        .await;
+    cluster
+        .kubectl_ok(&[
+            "-n",
+            ns,
+            "wait",
+            "--for=condition=Ready",
+            "boxtable",
+            "--all",
+            "--timeout=120s",
+        ])
+        .await;
+    let finalizers = cluster
+        .kubectl_ok(&[
+            "-n",
+            ns,
+            "get",
+            "boxtable",
+            "-o",
+            "jsonpath={.items[*].metadata.finalizers}",
+        ])
+        .await;
+    assert_eq!(finalizers.trim(), "", "Retain BoxTables carry no finalizer");
+    assert_eq!(secret_finalizers(&cluster, ns).await, "");
+
+    // Uninstalling the operator first: it is stopped (here) or removed, and nothing is left to
+    // remove a finalizer.
+    operator.signal("TERM");
+    operator.child.wait().unwrap();
+
+    cluster
+        .kubectl_ok(&["-n", ns, "delete", "boxtable", "kept-a", "--timeout=60s"])
+        .await;
+    cluster
+        .kubectl_ok(&["delete", "namespace", ns, "--wait=false"])
+        .await;
+    wait_namespace_gone(&cluster, ns).await;
+    for table in ["kept_a", "kept_b", "kept_c"] {
+        assert!(
+            table_exists(&cluster, table).await,
+            "{table}: Retain keeps the table"
+        );
+    }
+}

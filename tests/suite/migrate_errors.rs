@@ -1,0 +1,305 @@
+//! Failures: each is a clear error with the right reason, and leaves the database as it was.
+
+use std::time::Duration;
+
+use boxtable_operator::migrate::{BoxKind, InvalidPlan, Payload, RunError};
+use boxtable_operator::reason::Reason;
+use boxtable_operator::report::chain;
+
+use crate::support;
+use crate::support::migrate::*;
+
+#[tokio::test]
+async fn a_history_version_no_brighter_writes_is_refused_naming_it() {
+    let db = support::fresh_db().await;
+    let client = db.connect().await;
+    outbox_at(&client, "public.outbox", 7, 0).await;
+    write_history(&client, "public", "public", "outbox", 0, "not a version").await;
+
+    let err = fails_without_change(&db, &outbox("Outbox").build()).await;
+
+    assert_eq!(err.reason(), Reason::UnknownSchemaVersion);
+    let text = err.to_string();
+    assert!(text.contains("V0"), "{text}");
+}
+
+#[tokio::test]
+async fn a_table_without_headerbag_is_not_a_brighter_outbox() {
+    let db = support::fresh_db().await;
+    let client = db.connect().await;
+    client
+        .batch_execute("CREATE TABLE public.outbox (id int, body text)")
+        .await
+        .unwrap();
+
+    let err = fails_without_change(&db, &outbox("Outbox").build()).await;
+
+    assert_eq!(err.reason(), Reason::NotABrighterTable);
+    assert_eq!(
+        err.to_string(),
+        "table public.outbox is not a brighter outbox: it has no headerbag column"
+    );
+}
+
+#[tokio::test]
+async fn a_table_missing_v1_columns_matches_no_known_version() {
+    let db = support::fresh_db().await;
+    let client = db.connect().await;
+    client
+        .batch_execute("CREATE TABLE public.inbox (commandbody text, commandid text)")
+        .await
+        .unwrap();
+
+    let err = fails_without_change(&db, &inbox("Inbox").build()).await;
+
+    assert_eq!(err.reason(), Reason::UnknownSchemaVersion);
+    assert!(err.to_string().contains("commandtype"), "{err}");
+}
+
+#[tokio::test]
+async fn a_text_outbox_asked_as_binary_is_a_payload_mismatch() {
+    let db = support::fresh_db().await;
+    let client = db.connect().await;
+    outbox_at(&client, "public.outbox", 3, 0).await;
+
+    let err = fails_without_change(&db, &outbox("Outbox").binary().build()).await;
+
+    assert_eq!(err.reason(), Reason::PayloadMismatch);
+    let text = err.to_string();
+    assert!(
+        text.contains("is text") && text.contains("Binary") && text.contains("bytea"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn a_binary_outbox_asked_as_text_is_a_payload_mismatch_even_with_history() {
+    let db = support::fresh_db().await;
+    run(&db, &outbox("Outbox").binary().build()).await.unwrap();
+
+    let err = fails_without_change(&db, &outbox("Outbox").build()).await;
+
+    assert_eq!(err.reason(), Reason::PayloadMismatch);
+    assert!(err.to_string().contains("is bytea"), "{err}");
+}
+
+#[tokio::test]
+async fn a_json_inbox_asked_as_jsonb_is_a_payload_mismatch() {
+    let db = support::fresh_db().await;
+    run(&db, &inbox("Inbox").payload(Payload::Json).build())
+        .await
+        .unwrap();
+
+    let err = fails_without_change(&db, &inbox("Inbox").payload(Payload::Jsonb).build()).await;
+
+    assert_eq!(err.reason(), Reason::PayloadMismatch);
+    let text = err.to_string();
+    assert!(
+        text.contains("is json ") && text.contains("Jsonb"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn a_missing_schema_is_reported_and_not_created() {
+    let db = support::fresh_db().await;
+
+    let err = fails_without_change(&db, &outbox("Outbox").in_schema("nowhere").build()).await;
+
+    assert_eq!(err.reason(), Reason::SchemaNotFound);
+    assert!(err.to_string().contains("does not create schemas"), "{err}");
+    let per_schema = fails_without_change(
+        &db,
+        &outbox("Outbox").in_schema("nowhere").per_schema().build(),
+    )
+    .await;
+    assert_eq!(per_schema.reason(), Reason::SchemaNotFound);
+}
+
+#[tokio::test]
+async fn a_table_dropped_while_its_history_remains_says_how_to_fix_it() {
+    let db = support::fresh_db().await;
+    let client = db.connect().await;
+    run(&db, &outbox("Outbox").build()).await.unwrap();
+    client
+        .batch_execute("DROP TABLE public.outbox")
+        .await
+        .unwrap();
+
+    let err = fails_without_change(&db, &outbox("Outbox").build()).await;
+
+    assert_eq!(err.reason(), Reason::TableMissing);
+    let text = err.to_string();
+    assert!(
+        text.contains("delete those history rows or recreate the table"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_target_beyond_the_catalog_or_a_json_outbox_cannot_even_be_planned() {
+    // A run never sees such a plan: it cannot be built, so no run re-checks it.
+    assert_eq!(
+        outbox("Outbox").target(9).try_build().unwrap_err(),
+        InvalidPlan::TargetVersionOutOfRange {
+            kind: BoxKind::Outbox,
+            requested: 9,
+            latest: 8
+        }
+    );
+    assert!(outbox("Outbox").target(0).try_build().is_err());
+    assert!(inbox("Inbox").target(3).try_build().is_err());
+    assert_eq!(
+        outbox("Outbox")
+            .payload(Payload::Jsonb)
+            .try_build()
+            .unwrap_err(),
+        InvalidPlan::PayloadNotForOutbox {
+            payload: Payload::Jsonb
+        }
+    );
+    assert!(inbox("Inbox").payload(Payload::Jsonb).try_build().is_ok());
+}
+
+/// Makes every `CREATE INDEX` fail, so the V8 step fails after V3..V7 have run.
+const BLOCK_CREATE_INDEX: &str = "
+  CREATE FUNCTION block_create_index() RETURNS event_trigger LANGUAGE plpgsql AS $$
+  BEGIN RAISE EXCEPTION 'index creation blocked by the test'; END $$;
+  CREATE EVENT TRIGGER block_create_index ON ddl_command_start WHEN TAG IN ('CREATE INDEX')
+    EXECUTE FUNCTION block_create_index();";
+
+#[tokio::test]
+async fn a_step_failing_midway_rolls_back_everything_including_the_history_table() {
+    let db = support::fresh_db().await;
+    let client = db.connect().await;
+    outbox_at(&client, "public.outbox", 2, 2).await;
+    client.batch_execute(BLOCK_CREATE_INDEX).await.unwrap();
+
+    let err = fails_without_change(&db, &outbox("Outbox").build()).await;
+
+    match &err {
+        RunError::MigrationFailed {
+            version,
+            description,
+            ..
+        } => {
+            assert_eq!(
+                (*version, description.as_str()),
+                (8, "Add causationid column and replay index")
+            );
+        }
+        other => panic!("expected MigrationFailed, got {}", chain(other)),
+    }
+    assert_eq!(err.reason(), Reason::MigrationFailed);
+    assert!(
+        chain(&err).contains("index creation blocked by the test"),
+        "{}",
+        chain(&err)
+    );
+    assert!(!history_exists(&client, "public").await);
+    let names: Vec<String> = columns(&client, "public", "outbox")
+        .await
+        .into_iter()
+        .map(|c| c.0)
+        .collect();
+    assert!(
+        !names.contains(&"correlationid".to_owned()),
+        "V3 rolled back: {names:?}"
+    );
+
+    client
+        .batch_execute("DROP EVENT TRIGGER block_create_index")
+        .await
+        .unwrap();
+    let outcome = run(&db, &outbox("Outbox").build()).await.unwrap();
+    assert_eq!((outcome.from_version, outcome.to_version), (2, 8));
+}
+
+#[tokio::test]
+async fn a_ddl_lock_timeout_makes_a_step_on_a_busy_table_fail_quickly() {
+    let db = support::fresh_db().await;
+    let client = db.connect().await;
+    outbox_at(&client, "public.outbox", 6, 1).await;
+    let busy = db.connect().await;
+    busy.batch_execute("BEGIN; LOCK TABLE public.outbox IN ACCESS SHARE MODE")
+        .await
+        .unwrap();
+    let plan = outbox("Outbox")
+        .ddl_lock_timeout(Duration::from_millis(200))
+        .build();
+
+    let err = tokio::time::timeout(Duration::from_secs(60), run(&db, &plan))
+        .await
+        .expect("the step must not wait for the table lock")
+        .unwrap_err();
+
+    assert!(
+        matches!(err, RunError::MigrationFailed { version: 7, .. }),
+        "{}",
+        chain(&err)
+    );
+    assert!(chain(&err).contains("55P03"), "{}", chain(&err));
+    busy.batch_execute("ROLLBACK").await.unwrap();
+    assert_eq!(advisory_locks(&client).await, 0);
+    assert!(!history_exists(&client, "public").await);
+}
+
+#[tokio::test]
+async fn a_statement_timeout_fails_the_step_and_rolls_back() {
+    let db = support::fresh_db().await;
+    let client = db.connect().await;
+    outbox_at(&client, "public.outbox", 6, 1).await;
+    let busy = db.connect().await;
+    busy.batch_execute("BEGIN; LOCK TABLE public.outbox IN ACCESS SHARE MODE")
+        .await
+        .unwrap();
+    let plan = outbox("Outbox")
+        .statement_timeout(Duration::from_millis(300))
+        .build();
+
+    let err = tokio::time::timeout(Duration::from_secs(60), run(&db, &plan))
+        .await
+        .expect("the statement timeout must end the step")
+        .unwrap_err();
+
+    assert_eq!(err.reason(), Reason::MigrationFailed);
+    assert!(chain(&err).contains("57014"), "{}", chain(&err));
+    busy.batch_execute("ROLLBACK").await.unwrap();
+    assert!(!history_exists(&client, "public").await);
+}
+
+#[tokio::test]
+async fn a_history_row_failing_after_its_ddl_in_the_same_batch_rolls_back_the_table_and_releases_the_lock()
+ {
+    let db = support::fresh_db().await;
+    let client = db.connect().await;
+    // The history table exists with Brighter's shape, and refuses every row: the fresh table's
+    // DDL succeeds, then the last statement of the same batch fails.
+    client
+        .batch_execute(&format!(
+            "{}; CREATE FUNCTION refuse_history() RETURNS trigger LANGUAGE plpgsql AS \
+             $$BEGIN RAISE EXCEPTION 'history row refused by the test'; END$$; \
+             CREATE TRIGGER refuse_history BEFORE INSERT ON public.\"__BrighterMigrationHistory\" \
+             FOR EACH ROW EXECUTE FUNCTION refuse_history()",
+            boxtable_operator::migrate::history::HistoryTable::Public.create_sql()
+        ))
+        .await
+        .unwrap();
+
+    let err = fails_without_change(&db, &outbox("Outbox").build()).await;
+
+    assert!(
+        chain(&err).contains("writing a history row")
+            && chain(&err).contains("history row refused by the test"),
+        "the history row's own error, not the aborted transaction's: {}",
+        chain(&err)
+    );
+    assert!(columns(&client, "public", "outbox").await.is_empty());
+
+    client
+        .batch_execute("DROP TRIGGER refuse_history ON public.\"__BrighterMigrationHistory\"")
+        .await
+        .unwrap();
+    let outcome = run(&db, &outbox("Outbox").build()).await.unwrap();
+    assert_eq!(outcome.to_version, 8);
+}

@@ -1,0 +1,269 @@
+//! Fresh installs: the latest shape, exactly one history row, and a second run that changes nothing.
+
+use crate::support;
+
+// Shared test helpers below are plain functions, which clippy.toml's in-test allowances do not cover.
+
+use crate::support::migrate::*;
+use boxtable_operator::migrate::{Payload, RunPath};
+
+fn col(name: &str, ty: &str, nullable: bool) -> ColumnRow {
+    (name.to_owned(), ty.to_owned(), nullable)
+}
+
+/// The outbox's latest shape as Brighter creates it, with `body` of type `payload`.
+fn expected_outbox(payload: &str) -> Vec<ColumnRow> {
+    let vc255 = "character varying(255)";
+    vec![
+        col("id", "bigint", false),
+        col("messageid", vc255, false),
+        col("topic", vc255, true),
+        col("messagetype", "character varying(32)", true),
+        col("timestamp", "timestamp with time zone", true),
+        col("correlationid", vc255, true),
+        col("replyto", vc255, true),
+        col("contenttype", "character varying(128)", true),
+        col("partitionkey", "character varying(128)", true),
+        col("workflowid", vc255, true),
+        col("jobid", vc255, true),
+        col("dispatched", "timestamp with time zone", true),
+        col("headerbag", "text", true),
+        col("body", payload, true),
+        col("source", vc255, true),
+        col("type", vc255, true),
+        col("dataschema", vc255, true),
+        col("subject", vc255, true),
+        col("traceparent", vc255, true),
+        col("tracestate", vc255, true),
+        col("baggage", "text", true),
+        col("dataref", vc255, true),
+        col("causationid", vc255, true),
+        col("specversion", vc255, true),
+    ]
+}
+
+/// The inbox's latest shape, with `commandbody` of type `payload`.
+fn expected_inbox(payload: &str) -> Vec<ColumnRow> {
+    let vc256 = "character varying(256)";
+    vec![
+        col("commandid", vc256, false),
+        col("commandtype", vc256, true),
+        col("commandbody", payload, true),
+        col("timestamp", "timestamp with time zone", true),
+        col("contextkey", vc256, false),
+        col("causationid", vc256, true),
+    ]
+}
+
+async fn fresh_outbox_has_the_latest_shape_and_one_history_row(
+    schema: &str,
+    payload: Payload,
+    sql_type: &str,
+) {
+    let db = support::fresh_db().await;
+    let client = db.connect().await;
+    if schema != "public" {
+        client
+            .batch_execute(&format!("CREATE SCHEMA \"{schema}\""))
+            .await
+            .unwrap();
+    }
+    let plan = outbox("Outbox").in_schema(schema).payload(payload).build();
+
+    let outcome = run(&db, &plan).await.unwrap();
+
+    assert_eq!(
+        (outcome.path, outcome.from_version, outcome.to_version),
+        (RunPath::Fresh, 0, 8)
+    );
+    assert_eq!(
+        columns(&client, schema, "outbox").await,
+        expected_outbox(sql_type)
+    );
+    assert_eq!(
+        constraints(&client, schema, "outbox").await,
+        ["PRIMARY KEY (id)", "UNIQUE (messageid)"]
+    );
+    let idx = indexes(&client, schema, "outbox").await;
+    let causation = idx
+        .iter()
+        .find(|(name, _)| name == "idx_outbox_causationid")
+        .unwrap();
+    assert!(causation.1.ends_with("(causationid)"), "{}", causation.1);
+    let rows = history(&client, "public").await;
+    assert_eq!(rows.len(), 1);
+    assert_eq!(
+        (
+            rows[0].0,
+            rows[0].1.as_str(),
+            rows[0].2.as_str(),
+            rows[0].3.as_str()
+        ),
+        (8, schema, "outbox", "fresh install at V8")
+    );
+    assert_eq!(advisory_locks(&client).await, 0);
+
+    let before = snapshot(&client).await;
+    let again = run(&db, &plan).await.unwrap();
+    assert_eq!(
+        (again.path, again.from_version, again.to_version),
+        (RunPath::UpToDate, 8, 8)
+    );
+    assert_eq!(snapshot(&client).await, before);
+}
+
+#[tokio::test]
+async fn fresh_text_outbox_in_public_is_created_at_v8_and_a_second_run_changes_nothing() {
+    fresh_outbox_has_the_latest_shape_and_one_history_row("public", Payload::Text, "text").await;
+}
+
+#[tokio::test]
+async fn fresh_binary_outbox_in_another_schema_has_a_bytea_body() {
+    fresh_outbox_has_the_latest_shape_and_one_history_row("sales", Payload::Binary, "bytea").await;
+}
+
+async fn fresh_inbox_has_the_latest_shape_and_one_history_row(
+    schema: &str,
+    payload: Payload,
+    sql_type: &str,
+) {
+    let db = support::fresh_db().await;
+    let client = db.connect().await;
+    if schema != "public" {
+        client
+            .batch_execute(&format!("CREATE SCHEMA \"{schema}\""))
+            .await
+            .unwrap();
+    }
+    let plan = inbox("Inbox").in_schema(schema).payload(payload).build();
+
+    let outcome = run(&db, &plan).await.unwrap();
+
+    assert_eq!((outcome.path, outcome.to_version), (RunPath::Fresh, 2));
+    assert_eq!(
+        columns(&client, schema, "inbox").await,
+        expected_inbox(sql_type)
+    );
+    assert_eq!(
+        constraints(&client, schema, "inbox").await,
+        ["PRIMARY KEY (commandid, contextkey)"]
+    );
+    assert_eq!(
+        indexes(&client, schema, "inbox").await.len(),
+        1,
+        "only the primary key index"
+    );
+    let rows = history(&client, "public").await;
+    assert_eq!(rows.len(), 1);
+    assert_eq!(
+        (
+            rows[0].0,
+            rows[0].1.as_str(),
+            rows[0].2.as_str(),
+            rows[0].3.as_str()
+        ),
+        (2, schema, "inbox", "fresh install at V2")
+    );
+
+    let before = snapshot(&client).await;
+    assert_eq!(run(&db, &plan).await.unwrap().path, RunPath::UpToDate);
+    assert_eq!(snapshot(&client).await, before);
+}
+
+#[tokio::test]
+async fn fresh_text_inbox_in_public_is_created_at_v2() {
+    fresh_inbox_has_the_latest_shape_and_one_history_row("public", Payload::Text, "text").await;
+}
+
+#[tokio::test]
+async fn fresh_binary_inbox_in_another_schema_has_a_bytea_commandbody() {
+    fresh_inbox_has_the_latest_shape_and_one_history_row("messaging", Payload::Binary, "bytea")
+        .await;
+}
+
+#[tokio::test]
+async fn fresh_jsonb_inbox_has_a_jsonb_commandbody() {
+    fresh_inbox_has_the_latest_shape_and_one_history_row("public", Payload::Jsonb, "jsonb").await;
+}
+
+#[tokio::test]
+async fn fresh_json_inbox_has_a_json_commandbody() {
+    fresh_inbox_has_the_latest_shape_and_one_history_row("public", Payload::Json, "json").await;
+}
+
+#[tokio::test]
+async fn reserved_word_table_order_is_created_and_mixed_case_names_are_one_table() {
+    let db = support::fresh_db().await;
+    let client = db.connect().await;
+    client.batch_execute("CREATE SCHEMA sales").await.unwrap();
+
+    let first = run(&db, &outbox("Order").in_schema("Sales").build())
+        .await
+        .unwrap();
+    let second = run(&db, &outbox("ORDER").in_schema("sales").build())
+        .await
+        .unwrap();
+    let third = run(&db, &outbox("order").in_schema("SALES").build())
+        .await
+        .unwrap();
+
+    assert_eq!(first.path, RunPath::Fresh);
+    assert_eq!(
+        (second.path, third.path),
+        (RunPath::UpToDate, RunPath::UpToDate)
+    );
+    assert_eq!(
+        columns(&client, "sales", "order").await,
+        expected_outbox("text")
+    );
+    assert!(
+        indexes(&client, "sales", "order")
+            .await
+            .iter()
+            .any(|(n, _)| n == "idx_order_causationid")
+    );
+    let rows = history(&client, "public").await;
+    assert_eq!(rows.len(), 1);
+    assert_eq!((rows[0].1.as_str(), rows[0].2.as_str()), ("sales", "order"));
+}
+
+#[tokio::test]
+async fn a_fresh_install_below_the_latest_target_stops_there_and_a_later_run_continues() {
+    let db = support::fresh_db().await;
+    let client = db.connect().await;
+
+    let at5 = run(&db, &outbox("Outbox").target(5).build()).await.unwrap();
+    assert_eq!(
+        (at5.path, at5.to_version, at5.target_version),
+        (RunPath::Fresh, 5, 5)
+    );
+    let names: Vec<String> = columns(&client, "public", "outbox")
+        .await
+        .into_iter()
+        .map(|c| c.0)
+        .collect();
+    assert!(
+        names.contains(&"baggage".to_owned()) && !names.contains(&"jobid".to_owned()),
+        "{names:?}"
+    );
+
+    let latest = run(&db, &outbox("Outbox").build()).await.unwrap();
+    assert_eq!(
+        (latest.path, latest.from_version, latest.to_version),
+        (RunPath::Normal, 5, 8)
+    );
+    assert_eq!(
+        history_versions(&client, "public").await,
+        [
+            (5, "fresh install at V5".to_owned()),
+            (6, "Add workflowid, jobid columns".to_owned()),
+            (7, "Add dataref, specversion columns".to_owned()),
+            (8, "Add causationid column and replay index".to_owned()),
+        ]
+    );
+    let mut got = columns(&client, "public", "outbox").await;
+    let mut want = expected_outbox("text");
+    got.sort();
+    want.sort();
+    assert_eq!(got, want);
+}

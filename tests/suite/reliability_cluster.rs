@@ -1,0 +1,166 @@
+//! Server-level events on private clusters: PostgreSQL restarted mid-run, and a hot standby (a
+//! streaming replica made with `pg_basebackup -R`) or a read-only database as the target.
+
+use crate::support;
+use crate::support::reliability::cluster::Cluster;
+use crate::support::reliability::*;
+
+const V1_OUTBOX: &str = "CREATE TABLE public.outbox (Id BIGSERIAL PRIMARY KEY, \
+    MessageId UUID UNIQUE NOT NULL, Topic VARCHAR(255), MessageType VARCHAR(32), \
+    Timestamp timestamptz, HeaderBag TEXT, Body TEXT)";
+
+#[tokio::test]
+async fn a_restart_while_waiting_for_the_lock_is_a_clear_connection_failure_and_the_retry_succeeds()
+{
+    let primary = tokio::task::spawn_blocking(Cluster::primary).await.unwrap();
+    let url = primary.url("postgres");
+    let client = support::connect(&url).await;
+    client.batch_execute(V1_OUTBOX).await.unwrap();
+    let holder = support::connect(&url).await;
+    hold_brighter_lock(&holder, "outbox").await;
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = write_outbox_manifest(dir.path(), "outbox", "");
+    let child = spawn_migrate(&manifest, &url);
+    wait_until_polling(&client, MIGRATE_APP).await;
+
+    let primary = tokio::task::spawn_blocking(move || {
+        primary.restart_fast();
+        primary
+    })
+    .await
+    .unwrap();
+    let run = finish(child).await;
+
+    assert_ne!(run.code, Some(0), "{run:?}");
+    assert_eq!(run.reason(), "ConnectionFailed", "{run:?}");
+    assert!(
+        run.message()
+            .contains("advisory lock query for BrighterMigration_public.outbox failed"),
+        "{}",
+        run.message()
+    );
+    let client = support::connect(&url).await;
+    assert_eq!(
+        advisory_locks(&client).await,
+        0,
+        "the restart freed every lock"
+    );
+    let retry = migrate(&manifest, &url).await;
+    assert_eq!(retry.code, Some(0), "{retry:?}");
+    assert_eq!(recorded_version(&client, "outbox").await, Some(8));
+    drop(primary);
+}
+
+#[tokio::test]
+async fn a_restart_while_a_step_runs_loses_the_session_commits_nothing_and_the_retry_succeeds() {
+    let primary = tokio::task::spawn_blocking(Cluster::primary).await.unwrap();
+    let url = primary.url("postgres");
+    let client = support::connect(&url).await;
+    client.batch_execute(V1_OUTBOX).await.unwrap();
+    install_ddl_hook(&client).await;
+    set_db_setting(&client, "postgres", "pause_at", Some(4)).await;
+    let control = support::connect(&url).await;
+    hold_pause(&control).await;
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = write_outbox_manifest(dir.path(), "outbox", "");
+    let child = spawn_migrate(&manifest, &url);
+    wait_until_paused(&client, MIGRATE_APP).await;
+
+    let primary = tokio::task::spawn_blocking(move || {
+        primary.restart_fast();
+        primary
+    })
+    .await
+    .unwrap();
+    let run = finish(child).await;
+
+    assert_eq!(run.reason(), "ConnectionFailed", "{run:?}");
+    assert!(
+        run.message().contains("session was lost"),
+        "{}",
+        run.message()
+    );
+    let client = support::connect(&url).await;
+    assert_eq!(recorded_version(&client, "outbox").await, None);
+    assert_eq!(column_names(&client, "outbox").await, outbox_columns_at(1));
+    set_db_setting(&client, "postgres", "pause_at", None).await;
+    let retry = migrate(&manifest, &url).await;
+    assert_eq!(retry.code, Some(0), "{retry:?}");
+    assert_eq!(recorded_version(&client, "outbox").await, Some(8));
+    drop(primary);
+}
+
+#[tokio::test]
+async fn a_streaming_hot_standby_is_refused_as_read_only_before_any_lock_is_taken() {
+    let (primary, standby) = tokio::task::spawn_blocking(|| {
+        let primary = Cluster::primary();
+        let standby = Cluster::standby_of(&primary);
+        (primary, standby)
+    })
+    .await
+    .unwrap();
+    let on_standby = support::connect(&standby.url("postgres")).await;
+    let in_recovery: bool = on_standby
+        .query_one("SELECT pg_is_in_recovery()", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert!(in_recovery, "the replica is a hot standby");
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = write_outbox_manifest(dir.path(), "outbox", "");
+
+    let run = migrate(&manifest, &standby.url("postgres")).await;
+
+    assert_ne!(run.code, Some(0), "{run:?}");
+    assert_eq!(run.reason(), "ReadOnlyDatabase", "{run:?}");
+    assert!(
+        run.message().contains("hot standby") && run.message().contains("primary"),
+        "{}",
+        run.message()
+    );
+    // Every session prepares the lock statements when it opens; refused before locking means
+    // the try-lock statement was never executed (tokio-postgres logs both at debug level).
+    let try_lock: Vec<&str> = run
+        .stderr
+        .lines()
+        .filter(|line| line.contains("pg_try_advisory_lock"))
+        .filter_map(|line| line.split("preparing query ").nth(1)?.split(' ').next())
+        .collect();
+    assert!(
+        !try_lock.is_empty(),
+        "the log shows the lock statements being prepared: {}",
+        run.stderr
+    );
+    for name in try_lock {
+        assert!(
+            !run.stderr
+                .contains(&format!("executing statement {name} with parameters")),
+            "refused before locking, yet the try-lock statement {name} ran: {}",
+            run.stderr
+        );
+    }
+    drop((standby, primary));
+}
+
+#[tokio::test]
+async fn a_database_that_defaults_to_read_only_transactions_is_refused_and_left_unchanged() {
+    let db = support::fresh_db().await;
+    let admin = db.connect().await;
+    admin.batch_execute(V1_OUTBOX).await.unwrap();
+    admin
+        .batch_execute(&format!(
+            "ALTER DATABASE \"{}\" SET default_transaction_read_only = on",
+            db.name
+        ))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = write_outbox_manifest(dir.path(), "outbox", "");
+
+    let run = migrate(&manifest, &db.url).await;
+
+    assert_eq!(run.reason(), "ReadOnlyDatabase", "{run:?}");
+    assert_eq!(recorded_version(&admin, "outbox").await, None);
+    assert_eq!(column_names(&admin, "outbox").await, outbox_columns_at(1));
+    assert_eq!(advisory_locks(&admin).await, 0);
+}

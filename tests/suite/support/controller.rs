@@ -1,0 +1,757 @@
+//! The controller under test: the real control plane (kube-apiserver with `deploy/` installed, see
+//! `tests/control_plane_support`) with a namespace of the test's own, a fresh PostgreSQL database
+//! with its connection Secret, and `controller::run` in a tokio task authenticated as the
+//! operator's ServiceAccount, plus helpers (acting as the admin) to apply BoxTables, wait for
+//! their status (polling the API with a deadline), read events, metrics and captured logs, and
+//! look into the database. With [`HarnessBuilder::faults`] the controller talks to the server
+//! through a fault-injecting proxy ([`Faults`]) that the test steers.
+#![allow(dead_code)]
+// Fixtures fail the test at once on any setup error, as test bodies do.
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use boxtable_operator::controller::{self, RunError, Settings};
+use boxtable_operator::crd::{BoxKind, BoxTable, BoxTableSpec, BoxTableStatus, DeletionPolicy};
+use boxtable_operator::ident::QualifiedName;
+use boxtable_operator::lock::LockIdentity;
+use boxtable_operator::telemetry::{Metrics, Readiness};
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::Client;
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
+};
+use serde_json::{Value, json};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::support::TestDb;
+use crate::support::control_plane::{ControlPlane, OperatorToken, control_plane};
+use crate::support::fault_proxy::FaultProxy;
+
+/// The prefix of each test's namespace (the controller watches only that one).
+pub const NAMESPACE: &str = "ctl";
+/// The Secret holding the test database's connection string.
+pub const SECRET: &str = "shop-db";
+/// The drift-check interval: short, so that "the next resync" comes quickly.
+pub const RESYNC: Duration = Duration::from_secs(2);
+/// How long any wait may take before the test fails: generous, because the suite runs on busy
+/// machines and every wait returns as soon as its condition holds.
+pub const DEADLINE: Duration = Duration::from_secs(60);
+/// How often waits poll the API server.
+const POLL: Duration = Duration::from_millis(100);
+
+/// A BoxTable under construction: `boxtable("orders").outbox().schema("sales").target(5)`.
+pub struct BoxTableBuilder {
+    name: String,
+    spec: BoxTableSpec,
+}
+
+/// An outbox named `name` with every default, reading the test Secret.
+pub fn boxtable(name: &str) -> BoxTableBuilder {
+    BoxTableBuilder {
+        name: name.to_owned(),
+        spec: BoxTableSpec::new(BoxKind::Outbox, SECRET),
+    }
+}
+
+impl BoxTableBuilder {
+    pub fn outbox(mut self) -> Self {
+        self.spec.box_kind = BoxKind::Outbox;
+        self
+    }
+
+    pub fn inbox(mut self) -> Self {
+        self.spec.box_kind = BoxKind::Inbox;
+        self
+    }
+
+    pub fn table(mut self, table: &str) -> Self {
+        self.spec.table = Some(table.to_owned());
+        self
+    }
+
+    pub fn schema(mut self, schema: &str) -> Self {
+        schema.clone_into(&mut self.spec.schema);
+        self
+    }
+
+    pub fn lock_timeout(mut self, timeout: &str) -> Self {
+        timeout.clone_into(&mut self.spec.lock.timeout);
+        self
+    }
+
+    pub fn target(mut self, version: u32) -> Self {
+        self.spec.target_version = Some(version);
+        self
+    }
+
+    pub fn drop_policy(mut self) -> Self {
+        self.spec.deletion_policy = DeletionPolicy::Drop;
+        self
+    }
+
+    pub fn suspended(mut self) -> Self {
+        self.spec.suspend = true;
+        self
+    }
+
+    pub fn secret(mut self, name: &str) -> Self {
+        name.clone_into(&mut self.spec.database.secret_ref.name);
+        self
+    }
+
+    pub fn build(self) -> BoxTable {
+        let mut bt = BoxTable::new(&self.name, self.spec);
+        bt.metadata.namespace = Some(NAMESPACE.to_owned());
+        bt
+    }
+}
+
+/// How the harness starts.
+pub struct HarnessBuilder {
+    secret: Option<String>,
+    resync: Duration,
+    faults: bool,
+    secret_label_selector: Option<String>,
+}
+
+/// Injects API faults between the controller and the real API server: error statuses, latency,
+/// dropped watches ([`FaultProxy`], steered with [`crate::support::fault_proxy::Rule`]s). Only with
+/// [`HarnessBuilder::faults`].
+pub struct Faults(Option<FaultProxy>);
+
+impl std::ops::Deref for Faults {
+    type Target = FaultProxy;
+
+    fn deref(&self) -> &Self::Target {
+        self.0
+            .as_ref()
+            .expect("fault injection needs Harness::builder().faults()")
+    }
+}
+
+/// Log lines written by the operator while the harness runs (see [`Harness::logs`]).
+#[derive(Clone, Default)]
+pub struct CapturedLogs(Arc<Mutex<Vec<u8>>>);
+
+impl Write for CapturedLogs {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for CapturedLogs {
+    type Writer = CapturedLogs;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        self.clone()
+    }
+}
+
+/// A running controller against the real API server and a fresh database.
+pub struct Harness {
+    /// The control plane.
+    pub plane: &'static ControlPlane,
+    /// The fault-injecting proxy in front of the API server, with [`HarnessBuilder::faults`].
+    pub api: Faults,
+    /// This test's namespace.
+    pub namespace: String,
+    /// The admin: what the test does as a user.
+    pub client: Client,
+    /// The operator's ServiceAccount, which the controller runs as (through the proxy with
+    /// [`HarnessBuilder::faults`]).
+    pub operator_client: Client,
+    /// The operator's token; every request made with it must be allowed by `deploy/rbac.yaml`.
+    pub token: OperatorToken,
+    pub db: TestDb,
+    pub metrics: Arc<Metrics>,
+    pub readiness: Readiness,
+    pub shutdown: CancellationToken,
+    pub logs: CapturedLogs,
+    resync: Duration,
+    secret_label_selector: Option<String>,
+    controller: Option<JoinHandle<Result<(), RunError>>>,
+    _log_guard: tracing::subscriber::DefaultGuard,
+}
+
+impl Harness {
+    /// Everything started, with the Secret holding the test database's URL.
+    pub async fn start() -> Self {
+        Self::builder().start().await
+    }
+
+    pub fn builder() -> HarnessBuilder {
+        HarnessBuilder {
+            secret: Some(String::new()),
+            resync: RESYNC,
+            faults: false,
+            secret_label_selector: None,
+        }
+    }
+}
+
+impl HarnessBuilder {
+    /// Start without the connection Secret (create it later with [`Harness::create_secret`]).
+    pub fn without_secret(mut self) -> Self {
+        self.secret = None;
+        self
+    }
+
+    /// Put `value` in the Secret instead of the test database's URL.
+    pub fn connection_string(mut self, value: &str) -> Self {
+        self.secret = Some(value.to_owned());
+        self
+    }
+
+    /// Put a fault-injecting proxy between the controller and the API server ([`Harness::api`]).
+    pub fn faults(mut self) -> Self {
+        self.faults = true;
+        self
+    }
+
+    /// Run the controller with `--secret-label-selector selector`.
+    pub fn secret_label_selector(mut self, selector: &str) -> Self {
+        self.secret_label_selector = Some(selector.to_owned());
+        self
+    }
+
+    /// Use `resync` instead of [`RESYNC`] (a long one shows that a watch, not the drift check,
+    /// started a pass).
+    pub fn resync(mut self, resync: Duration) -> Self {
+        self.resync = resync;
+        self
+    }
+
+    pub async fn start(self) -> Harness {
+        // Logs go to a buffer for this test only: the runtime is single-threaded, so the
+        // thread's default subscriber sees every task the controller spawns.
+        let logs = CapturedLogs::default();
+        let subscriber = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new("debug"))
+            .with_writer(logs.clone())
+            .with_ansi(false)
+            .finish();
+        let log_guard = tracing::subscriber::set_default(subscriber);
+
+        let plane = control_plane();
+        let namespace = plane.create_namespace(NAMESPACE);
+        let client = plane.admin_client().await;
+        let token = plane.operator_token();
+        let direct = plane.client_for_token(&token).await;
+        let (api, operator_client) = if self.faults {
+            let proxy = FaultProxy::start(direct).await;
+            let through = proxy.client();
+            (Faults(Some(proxy)), through)
+        } else {
+            (Faults(None), direct)
+        };
+        let db = crate::support::fresh_db().await;
+        db.connect()
+            .await
+            .batch_execute("CREATE SCHEMA sales")
+            .await
+            .unwrap();
+        let metrics = Arc::new(Metrics::new());
+        let readiness = Readiness::new();
+        let shutdown = CancellationToken::new();
+        let controller = spawn_controller(
+            &operator_client,
+            &namespace,
+            self.resync,
+            self.secret_label_selector.clone(),
+            metrics.clone(),
+            readiness.clone(),
+            shutdown.clone(),
+        );
+        let harness = Harness {
+            plane,
+            api,
+            namespace,
+            client,
+            operator_client,
+            token,
+            db,
+            metrics,
+            readiness,
+            shutdown,
+            logs,
+            resync: self.resync,
+            secret_label_selector: self.secret_label_selector,
+            controller: Some(controller),
+            _log_guard: log_guard,
+        };
+        match self.secret {
+            Some(value) if value.is_empty() => harness.create_secret().await,
+            Some(value) => harness.create_secret_with(&value).await,
+            None => {}
+        }
+        harness
+    }
+}
+
+fn spawn_controller(
+    client: &Client,
+    namespace: &str,
+    resync: Duration,
+    secret_label_selector: Option<String>,
+    metrics: Arc<Metrics>,
+    readiness: Readiness,
+    shutdown: CancellationToken,
+) -> JoinHandle<Result<(), RunError>> {
+    let settings = Settings {
+        namespaces: vec![namespace.to_owned()],
+        concurrency: 4,
+        resync,
+        retry_base: std::time::Duration::from_millis(500),
+        instance: "controller-test".to_owned(),
+        leader_election_namespace: None,
+        leader_timing: Default::default(),
+        secret_label_selector,
+        sessions: Default::default(),
+    };
+    tokio::spawn(controller::run(
+        client.clone(),
+        settings,
+        metrics,
+        readiness,
+        shutdown,
+    ))
+}
+
+/// The condition of `type_` in `status`, if present.
+pub fn condition<'a>(status: &'a BoxTableStatus, type_: &str) -> Option<&'a Condition> {
+    status.conditions.iter().find(|c| c.type_ == type_)
+}
+
+/// Whether `status` has condition `type_` with status `value` ("True"/"False").
+pub fn has(status: &BoxTableStatus, type_: &str, value: &str) -> bool {
+    condition(status, type_).is_some_and(|c| c.status == value)
+}
+
+/// The Ready condition's reason, or "" when there is none yet.
+pub fn reason(status: &BoxTableStatus) -> &str {
+    condition(status, "Ready").map_or("", |c| c.reason.as_str())
+}
+
+/// Ready=True for the object's current generation.
+pub fn is_ready(bt: &BoxTable) -> bool {
+    bt.status
+        .as_ref()
+        .is_some_and(|s| has(s, "Ready", "True") && s.observed_generation == bt.metadata.generation)
+}
+
+/// Stalled=True with `reason`.
+pub fn is_stalled_with(bt: &BoxTable, reason_name: &str) -> bool {
+    bt.status
+        .as_ref()
+        .is_some_and(|s| has(s, "Stalled", "True") && reason(s) == reason_name)
+}
+
+impl Harness {
+    pub fn boxtables(&self) -> Api<BoxTable> {
+        Api::namespaced(self.client.clone(), &self.namespace)
+    }
+
+    /// Creates the Secret with the test database's URL.
+    pub async fn create_secret(&self) {
+        let url = self.db.url.clone();
+        self.create_secret_with(&url).await;
+    }
+
+    /// Creates the Secret with `value` under `connectionString`.
+    pub async fn create_secret_with(&self, value: &str) {
+        let secret: Secret = serde_json::from_value(json!({
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": SECRET, "namespace": self.namespace},
+            "stringData": {"connectionString": value},
+        }))
+        .unwrap();
+        Api::<Secret>::namespaced(self.client.clone(), &self.namespace)
+            .create(&PostParams::default(), &secret)
+            .await
+            .unwrap();
+    }
+
+    /// Creates the BoxTable.
+    pub async fn apply(&self, builder: BoxTableBuilder) -> BoxTable {
+        let mut bt = builder.build();
+        bt.metadata.namespace = Some(self.namespace.clone());
+        self.boxtables()
+            .create(&PostParams::default(), &bt)
+            .await
+            .unwrap()
+    }
+
+    /// Merge-patches the BoxTable's spec with `spec`.
+    pub async fn patch_spec(&self, name: &str, spec: Value) -> BoxTable {
+        self.boxtables()
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "spec": spec })),
+            )
+            .await
+            .unwrap()
+    }
+
+    pub async fn delete(&self, name: &str) {
+        self.boxtables()
+            .delete(name, &DeleteParams::default())
+            .await
+            .unwrap();
+    }
+
+    /// The BoxTable as the API server has it now.
+    pub async fn get(&self, name: &str) -> BoxTable {
+        self.boxtables().get(name).await.unwrap()
+    }
+
+    /// The BoxTable's status as the API server has it now.
+    pub async fn status(&self, name: &str) -> BoxTableStatus {
+        self.get(name).await.status.unwrap_or_default()
+    }
+
+    /// The BoxTable as raw JSON, to check the wire types of status fields.
+    pub async fn raw(&self, name: &str) -> Value {
+        let resource = ApiResource::erase::<BoxTable>(&());
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), &self.namespace, &resource);
+        serde_json::to_value(api.get(name).await.unwrap()).unwrap()
+    }
+
+    /// Polls the BoxTable until `ready` holds, failing with `what` and the last status after
+    /// [`DEADLINE`].
+    pub async fn wait_for(
+        &self,
+        name: &str,
+        what: &str,
+        ready: impl Fn(&BoxTable) -> bool,
+    ) -> BoxTable {
+        let started = Instant::now();
+        loop {
+            let current = self.boxtables().get_opt(name).await.unwrap();
+            if let Some(bt) = &current
+                && ready(bt)
+            {
+                return bt.clone();
+            }
+            assert!(
+                started.elapsed() < DEADLINE,
+                "{name}: gave up waiting for {what} after {DEADLINE:?}; last seen: {}",
+                serde_json::to_string_pretty(&current.map(|bt| bt.status)).unwrap()
+            );
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    /// Waits for Ready=True at the object's current generation.
+    pub async fn wait_ready(&self, name: &str) -> BoxTable {
+        self.wait_for(name, "Ready=True", is_ready).await
+    }
+
+    /// Waits for Stalled=True with `reason_name`.
+    pub async fn wait_stalled(&self, name: &str, reason_name: &str) -> BoxTable {
+        self.wait_for(name, &format!("Stalled=True ({reason_name})"), |bt| {
+            is_stalled_with(bt, reason_name)
+        })
+        .await
+    }
+
+    /// Waits until the object is gone from the API server.
+    pub async fn wait_gone(&self, name: &str) {
+        wait_until(&format!("{name} to be deleted"), || async {
+            self.boxtables().get_opt(name).await.unwrap().is_none()
+        })
+        .await;
+    }
+
+    /// Events (events.k8s.io/v1) about the BoxTable `name`.
+    pub async fn events(&self, name: &str) -> Vec<Event> {
+        Api::<Event>::namespaced(self.client.clone(), &self.namespace)
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+            .collect()
+    }
+
+    /// `boxtable_reconciles_total`, summed over results.
+    pub fn reconciles(&self) -> u64 {
+        self.metrics
+            .encode()
+            .unwrap()
+            .lines()
+            .filter(|l| l.starts_with("boxtable_reconciles_total{"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum()
+    }
+
+    /// Waits until `n` more reconcile passes have finished (resyncs, with nothing to do).
+    pub async fn wait_for_passes(&self, n: u64) {
+        let target = self.reconciles() + n;
+        wait_until(&format!("{n} more reconcile passes"), || async {
+            self.reconciles() >= target
+        })
+        .await;
+    }
+
+    /// Everything the operator logged so far.
+    pub fn logs(&self) -> String {
+        String::from_utf8_lossy(&self.logs.0.lock().unwrap()).into_owned()
+    }
+
+    /// Fires the shutdown token and waits for `run` to return; returns how long that took.
+    pub async fn stop(&mut self) -> Duration {
+        let started = Instant::now();
+        self.shutdown.cancel();
+        let handle = self.controller.take().expect("controller already stopped");
+        tokio::time::timeout(DEADLINE, handle)
+            .await
+            .expect("controller::run did not return after shutdown")
+            .unwrap()
+            .unwrap();
+        started.elapsed()
+    }
+
+    /// Starts a new controller after [`Harness::stop`], as the next replica of a rolling update
+    /// would (same API server, same database, fresh in-memory state).
+    pub fn restart(&mut self) {
+        assert!(self.controller.is_none(), "stop the controller first");
+        self.shutdown = CancellationToken::new();
+        self.controller = Some(spawn_controller(
+            &self.operator_client,
+            &self.namespace,
+            self.resync,
+            self.secret_label_selector.clone(),
+            self.metrics.clone(),
+            Readiness::new(),
+            self.shutdown.clone(),
+        ));
+    }
+
+    /// Requests the operator has made so far, counted in the API server's audit log.
+    pub fn api_requests(&self) -> u64 {
+        self.plane
+            .audit_events()
+            .iter()
+            .filter(|e| self.token.made(e))
+            .count() as u64
+    }
+
+    /// GETs of Secret `name` (with its contents or metadata only) the controller made, counted in
+    /// the API server's audit log.
+    pub fn secret_reads(&self, name: &str) -> usize {
+        self.plane
+            .audit_events()
+            .iter()
+            .filter(|e| {
+                self.token.made(e)
+                    && e["verb"] == "get"
+                    && e["objectRef"]["resource"] == "secrets"
+                    && e["objectRef"]["namespace"] == self.namespace.as_str()
+                    && e["objectRef"]["name"] == name
+            })
+            .count()
+    }
+
+    /// Status writes (`patch` of `boxtables/status`) the controller made to `name`, counted in
+    /// the API server's audit log.
+    pub fn status_writes(&self, name: &str) -> usize {
+        self.plane
+            .audit_events()
+            .iter()
+            .filter(|e| {
+                self.token.made(e)
+                    && e["verb"] == "patch"
+                    && e["objectRef"]["resource"] == "boxtables"
+                    && e["objectRef"]["subresource"] == "status"
+                    && e["objectRef"]["namespace"] == self.namespace.as_str()
+                    && e["objectRef"]["name"] == name
+            })
+            .count()
+    }
+
+    /// Creates another Secret `name` holding the test database's URL.
+    pub async fn create_secret_named(&self, name: &str) {
+        let secret: Secret = serde_json::from_value(json!({
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": name, "namespace": self.namespace},
+            "stringData": {"connectionString": self.db.url.clone()},
+        }))
+        .unwrap();
+        Api::<Secret>::namespaced(self.client.clone(), &self.namespace)
+            .create(&PostParams::default(), &secret)
+            .await
+            .unwrap();
+    }
+
+    /// Deletes the Secret `name` for good: its finalizers (the operator keeps one for each Drop
+    /// BoxTable that needs it) are removed first, as someone forcing the deletion would.
+    pub async fn delete_secret(&self, name: &str) {
+        let secrets = Api::<Secret>::namespaced(self.client.clone(), &self.namespace);
+        secrets
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+            )
+            .await
+            .unwrap();
+        secrets
+            .delete(name, &DeleteParams::default())
+            .await
+            .unwrap();
+    }
+
+    /// Sets annotation `key` to `value` on the BoxTable (also while it is being deleted).
+    pub async fn annotate(&self, name: &str, key: &str, value: &str) {
+        self.boxtables()
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"annotations": {key: value}}})),
+            )
+            .await
+            .unwrap();
+    }
+
+    /// A plain connection to the test database.
+    pub async fn sql(&self) -> tokio_postgres::Client {
+        self.db.connect().await
+    }
+
+    /// Whether `qualified` (like `public.outbox`) exists.
+    pub async fn table_exists(&self, qualified: &str) -> bool {
+        self.sql()
+            .await
+            .query_one("SELECT to_regclass($1) IS NOT NULL", &[&qualified])
+            .await
+            .unwrap()
+            .get(0)
+    }
+
+    /// The versions in `public."__BrighterMigrationHistory"` for `schema.table`, ordered (empty
+    /// when the history table does not exist).
+    pub async fn history_versions(&self, schema: &str, table: &str) -> Vec<i32> {
+        let client = self.sql().await;
+        let exists: bool = client
+            .query_one(
+                "SELECT to_regclass('public.\"__BrighterMigrationHistory\"') IS NOT NULL",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if !exists {
+            return Vec::new();
+        }
+        client
+            .query(
+                "SELECT \"MigrationVersion\" FROM public.\"__BrighterMigrationHistory\" \
+                 WHERE \"SchemaName\" = $1 AND \"BoxTableName\" = $2 ORDER BY 1",
+                &[&schema, &table],
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect()
+    }
+
+    /// Sessions the operator has open on the test database.
+    pub async fn operator_sessions(&self) -> i64 {
+        self.sql()
+            .await
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity \
+                 WHERE datname = $1 AND application_name LIKE 'boxtable-operator%'",
+                &[&self.db.name],
+            )
+            .await
+            .unwrap()
+            .get(0)
+    }
+
+    /// A session named `application_name` holding Brighter's lock for `schema.table`, as a
+    /// running Brighter application would; drop it (or call `release`) to let go.
+    pub async fn hold_lock(&self, application_name: &str, schema: &str, table: &str) -> LockHolder {
+        let mut config = self.db.config();
+        config.application_name(application_name);
+        let client = crate::support::connect_config(&config).await;
+        let key = lock_key(schema, table);
+        let taken: bool = client
+            .query_one("SELECT pg_try_advisory_lock($1)", &[&key])
+            .await
+            .unwrap()
+            .get(0);
+        assert!(taken, "the test could not take the lock itself");
+        let pid: i32 = client
+            .query_one("SELECT pg_backend_pid()", &[])
+            .await
+            .unwrap()
+            .get(0);
+        LockHolder { client, key, pid }
+    }
+}
+
+impl Drop for Harness {
+    /// A test that ends early (or fails) still stops its controller; a test whose controller made
+    /// a call that `deploy/rbac.yaml` does not allow fails.
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+        crate::support::control_plane::assert_no_forbidden_requests(self.plane, &self.token);
+    }
+}
+
+/// The derived advisory-lock key for `schema.table`.
+pub fn lock_key(schema: &str, table: &str) -> i64 {
+    LockIdentity::for_table(&QualifiedName::parse(Some(schema), table).unwrap()).key()
+}
+
+/// A test session holding the advisory lock.
+pub struct LockHolder {
+    pub client: tokio_postgres::Client,
+    pub key: i64,
+    pub pid: i32,
+}
+
+impl LockHolder {
+    pub async fn release(&self) {
+        let released: bool = self
+            .client
+            .query_one("SELECT pg_advisory_unlock($1)", &[&self.key])
+            .await
+            .unwrap()
+            .get(0);
+        assert!(released, "the test session did not hold the lock");
+    }
+}
+
+/// Polls `check` until it yields true, failing with `what` after [`DEADLINE`].
+pub async fn wait_until<F, Fut>(what: &str, check: F)
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let started = Instant::now();
+    while !check().await {
+        assert!(
+            started.elapsed() < DEADLINE,
+            "gave up waiting for {what} after {DEADLINE:?}"
+        );
+        tokio::time::sleep(POLL).await;
+    }
+}

@@ -1,0 +1,110 @@
+//! Shared test fixtures: a fresh database per test on the PostgreSQL that `scripts/test.sh` starts.
+#![allow(dead_code)]
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use tokio_postgres::{Client, Config, NoTls};
+
+/// The server URL, or a failure that says how to get one. Tests never skip silently.
+pub fn database_url() -> String {
+    match std::env::var("DATABASE_URL") {
+        Ok(url) if !url.is_empty() => url,
+        _ => panic!(
+            "DATABASE_URL is not set. Run the suite with scripts/test.sh, which starts a throwaway \
+             PostgreSQL (installing the postgresql package with apt if needed), or set DATABASE_URL \
+             to a disposable PostgreSQL server where this user may create databases."
+        ),
+    }
+}
+
+/// A database created for one test.
+pub struct TestDb {
+    /// The database name.
+    pub name: String,
+    /// A URL for it (same credentials as `DATABASE_URL`).
+    pub url: String,
+}
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+/// Replaces the database name in a `postgres://` URL.
+pub fn url_with_dbname(url: &str, dbname: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((b, q)) => (b, Some(q)),
+        None => (url, None),
+    };
+    let scheme_end = base.find("://").map(|i| i + 3).unwrap_or(0);
+    let host_part_end = base[scheme_end..]
+        .find('/')
+        .map(|i| scheme_end + i)
+        .unwrap_or(base.len());
+    let mut out = format!("{}/{}", &base[..host_part_end], dbname);
+    if let Some(q) = query {
+        out.push('?');
+        out.push_str(q);
+    }
+    out
+}
+
+/// Connects to `url` without TLS; the connection task runs in the background.
+pub async fn connect(url: &str) -> Client {
+    let config: Config = url.parse().expect("DATABASE_URL must be a postgres:// URL");
+    connect_config(&config).await
+}
+
+/// Connects with a driver config without TLS.
+pub async fn connect_config(config: &Config) -> Client {
+    let (client, connection) = config
+        .connect(NoTls)
+        .await
+        .expect("connect to test PostgreSQL");
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    client
+}
+
+/// Creates a new, empty database for one test.
+pub async fn fresh_db() -> TestDb {
+    let admin_url = database_url();
+    let admin = connect(&admin_url).await;
+    let n = COUNTER.fetch_add(1, Ordering::SeqCst);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let name = format!("t_{}_{}_{}", std::process::id(), n, nanos);
+    admin
+        .batch_execute(&format!("CREATE DATABASE \"{name}\""))
+        .await
+        .expect("create test database");
+    let url = url_with_dbname(&admin_url, &name);
+    TestDb { name, url }
+}
+
+impl TestDb {
+    /// A new plain connection to this database.
+    pub async fn connect(&self) -> Client {
+        connect(&self.url).await
+    }
+
+    /// The driver config for this database.
+    pub fn config(&self) -> Config {
+        self.url.parse().expect("test database URL")
+    }
+}
+
+/// The statements `client`'s session has prepared, as the server lists them: (name, text),
+/// ordered by text.
+pub async fn prepared_statements(client: &Client) -> Vec<(String, String)> {
+    client
+        .query_typed(
+            "SELECT name, statement FROM pg_prepared_statements ORDER BY statement",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect()
+}

@@ -1,0 +1,382 @@
+//! End-to-end fixtures: the real control plane (kube-apiserver, etcd, kube-controller-manager,
+//! see `tests/control_plane_support`), the real `boxtable-operator` binary as a child process
+//! running as its ServiceAccount, the real `kubectl` as the admin, and a fresh PostgreSQL database.
+//! With [`Cluster::start_with_faults`] the operator talks to the server through a fault-injecting
+//! proxy ([`Faults`]) that the test steers.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub use crate::support::control_plane::{ControlPlane, OperatorToken, control_plane};
+pub use crate::support::fault_proxy::{FaultProxy, Rule};
+pub use crate::support::{TestDb, connect, fresh_db};
+
+/// Finds `kubectl` on `path` (a PATH-style list), or says how to get it.
+pub fn find_kubectl(path: &str) -> Result<PathBuf, String> {
+    std::env::split_paths(path)
+        .map(|dir| dir.join("kubectl"))
+        .find(|candidate| candidate.is_file())
+        .ok_or_else(|| {
+            "kubectl is not on PATH: the end-to-end tests drive the real kubectl. Install it \
+             (for example `apt-get install kubectl` from the Kubernetes package repository, or \
+             download the kubectl binary for your platform) and run scripts/test.sh again"
+                .to_owned()
+        })
+}
+
+/// The kubectl binary; fails the test (never skips) when it is missing.
+pub fn kubectl_binary() -> PathBuf {
+    find_kubectl(&std::env::var("PATH").unwrap_or_default())
+        .unwrap_or_else(|message| panic!("{message}"))
+}
+
+/// The operator binary built by cargo for this test run.
+pub fn operator_binary() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_boxtable-operator"))
+}
+
+/// The repository root.
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The real control plane (with `deploy/` installed), an admin kubeconfig for kubectl, a token
+/// of the operator's ServiceAccount for the operator, and a fresh database.
+pub struct Cluster {
+    /// The fault-injecting proxy in front of the API server (with [`Cluster::start_with_faults`]).
+    pub api: Faults,
+    pub dir: tempfile::TempDir,
+    /// kubectl's kubeconfig: the admin on the real server.
+    pub kubeconfig: PathBuf,
+    /// The operator's kubeconfig: its ServiceAccount token on the real server (or the proxy,
+    /// which forwards with that token).
+    pub operator_kubeconfig: PathBuf,
+    pub db: TestDb,
+    /// The control plane (always there; an `Option` so that a test can take it for checks of its
+    /// own).
+    pub plane: Option<&'static ControlPlane>,
+    /// The operator's token; every request made with it must be allowed by `deploy/rbac.yaml`.
+    pub token: Option<OperatorToken>,
+}
+
+impl Cluster {
+    /// The real control plane. Each test uses namespaces of its own.
+    pub async fn start() -> Cluster {
+        let plane = control_plane();
+        let db = fresh_db().await;
+        let dir = tempfile::tempdir().unwrap();
+        let operator_kubeconfig = dir.path().join("operator.kubeconfig");
+        let token = plane.operator_token();
+        plane.write_token_kubeconfig(&operator_kubeconfig, &token.token);
+        Cluster {
+            api: Faults(None),
+            dir,
+            kubeconfig: plane.admin_kubeconfig.clone(),
+            operator_kubeconfig,
+            db,
+            plane: Some(plane),
+            token: Some(token),
+        }
+    }
+
+    /// The real control plane with a fault-injecting proxy between the operator and the API
+    /// server: the operator's kubeconfig points at the proxy, which forwards every request with
+    /// the operator's token (so RBAC and the audit log see the operator as usual).
+    pub async fn start_with_faults() -> Cluster {
+        let mut cluster = Cluster::start().await;
+        let plane = cluster.plane.unwrap();
+        let token = cluster.token.as_ref().unwrap();
+        let proxy = FaultProxy::start(plane.client_for_token(token).await).await;
+        let kubeconfig = cluster.dir.path().join("proxy.kubeconfig");
+        proxy.write_kubeconfig(&kubeconfig);
+        cluster.operator_kubeconfig = kubeconfig;
+        cluster.api = Faults(Some(proxy));
+        cluster
+    }
+
+    /// Runs kubectl with this cluster's kubeconfig (off the async runtime).
+    pub async fn kubectl(&self, args: &[&str]) -> Output {
+        self.kubectl_with_stdin(args, None).await
+    }
+
+    /// Runs kubectl with `stdin` piped in.
+    pub async fn kubectl_with_stdin(&self, args: &[&str], stdin: Option<String>) -> Output {
+        let kubeconfig = self.kubeconfig.clone();
+        let kubectl = self
+            .plane
+            .map_or_else(kubectl_binary, ControlPlane::kubectl_binary);
+        let args: Vec<String> = args.iter().map(|s| (*s).to_owned()).collect();
+        tokio::task::spawn_blocking(move || {
+            crate::support::control_plane::run_kubectl(
+                &kubectl,
+                &kubeconfig,
+                &args,
+                stdin.as_deref(),
+            )
+        })
+        .await
+        .unwrap()
+    }
+
+    /// Runs kubectl and requires success; returns stdout.
+    pub async fn kubectl_ok(&self, args: &[&str]) -> String {
+        let out = self.kubectl(args).await;
+        assert!(
+            out.status.success(),
+            "kubectl {} failed:\n{}{}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// `kubectl apply -f -` of `yaml`, which must succeed.
+    pub async fn apply(&self, yaml: String) {
+        let out = self
+            .kubectl_with_stdin(&["apply", "-f", "-"], Some(yaml))
+            .await;
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// Creates namespace `ns` and Secret `name` holding this test database's URL.
+    pub async fn secret(&self, ns: &str, name: &str) {
+        match self.plane {
+            Some(plane) => {
+                let plane = plane.clone();
+                let ns = ns.to_owned();
+                tokio::task::spawn_blocking(move || plane.fresh_namespace(&ns))
+                    .await
+                    .unwrap();
+            }
+            None => {
+                let _ = self.kubectl(&["create", "namespace", ns]).await;
+            }
+        }
+        let yaml = format!(
+            "apiVersion: v1\nkind: Secret\nmetadata:\n  name: {name}\n  namespace: {ns}\nstringData:\n  connectionString: {:?}\n",
+            self.db.url
+        );
+        let out = self
+            .kubectl_with_stdin(&["apply", "-f", "-"], Some(yaml))
+            .await;
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// Starts an operator process watching `ns`.
+    pub fn operator(&self, ns: &str, name: &str) -> Operator {
+        self.operator_with(ns, name, &[])
+    }
+
+    /// Starts an operator process watching `ns`, with `extra` arguments after the usual ones.
+    pub fn operator_with(&self, ns: &str, name: &str, extra: &[&str]) -> Operator {
+        let log = self.dir.path().join(format!("{name}.log"));
+        let file = std::fs::File::create(&log).unwrap();
+        let child = Command::new(operator_binary())
+            .args([
+                "run",
+                "--namespace",
+                ns,
+                "--metrics-addr",
+                "127.0.0.1:0",
+                "--resync-interval",
+                "2s",
+                "--retry-backoff",
+                "200ms",
+                "--concurrency",
+                "4",
+                "--instance",
+                name,
+            ])
+            .args(extra)
+            .env("KUBECONFIG", &self.operator_kubeconfig)
+            .env("RUST_LOG", "info,boxtable_operator=debug")
+            .stdout(Stdio::null())
+            .stderr(file)
+            .spawn()
+            .expect("start boxtable-operator");
+        Operator { child, log }
+    }
+
+    /// Waits until an operator working in `namespace` is inside its migration transaction, its
+    /// first `ALTER TABLE` waiting for a table lock someone else holds.
+    pub async fn wait_for_alter_blocked_on_lock(&self, namespace: &str, timeout: Duration) {
+        let observer = connect(&self.db.url).await;
+        let sessions = format!("boxtable-operator/{namespace}/%");
+        self.eventually(
+            "the operator's ALTER to block on the table lock",
+            timeout,
+            || async {
+                let n: i64 = observer
+                    .query_one(
+                        "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE $1 \
+                     AND wait_event_type = 'Lock' AND query LIKE 'ALTER TABLE%'",
+                        &[&sessions],
+                    )
+                    .await
+                    .unwrap()
+                    .get(0);
+                (n == 1).then_some(())
+            },
+        )
+        .await;
+    }
+
+    /// Waits until no session holds an advisory lock in the test database. A running operator
+    /// takes a table's lock for a moment on some resyncs (a per-schema history refresh, for
+    /// example), so a single count could catch a lock that is about to go; a leaked lock stays,
+    /// and fails this after a minute, naming the sessions that hold one.
+    pub async fn no_advisory_lock_left(&self, what: &str) {
+        let client = connect(&self.db.url).await;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let holders: Vec<String> = client
+                .query(
+                    "SELECT format('pid %s (%s)', l.pid, a.application_name) FROM pg_locks l \
+                     LEFT JOIN pg_stat_activity a ON a.pid = l.pid \
+                     WHERE l.locktype = 'advisory' \
+                     AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+                    &[],
+                )
+                .await
+                .unwrap()
+                .iter()
+                .map(|r| r.get(0))
+                .collect();
+            if holders.is_empty() {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{what}: advisory locks still held after a minute by {holders:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Polls `check` until it returns `Some`, failing after `timeout` with `what`.
+    /// `kubectl wait` until `boxtable/<name>` in `ns` is Ready (at most 120 s).
+    pub async fn wait_ready(&self, ns: &str, name: &str) {
+        let object = format!("boxtable/{name}");
+        self.kubectl_ok(&[
+            "-n",
+            ns,
+            "wait",
+            "--for=condition=Ready",
+            &object,
+            "--timeout=120s",
+        ])
+        .await;
+    }
+
+    pub async fn eventually<T, F, Fut>(&self, what: &str, timeout: Duration, mut check: F) -> T
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Option<T>>,
+    {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(value) = check().await {
+                return value;
+            }
+            assert!(Instant::now() < deadline, "timed out waiting for {what}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+/// Injects API faults between the operator and the API server: error statuses, latency, dropped
+/// watches ([`FaultProxy`], steered with [`Rule`]s). Only with [`Cluster::start_with_faults`].
+pub struct Faults(Option<FaultProxy>);
+
+impl std::ops::Deref for Faults {
+    type Target = FaultProxy;
+
+    fn deref(&self) -> &Self::Target {
+        self.0
+            .as_ref()
+            .expect("fault injection needs Cluster::start_with_faults")
+    }
+}
+
+impl Drop for Cluster {
+    /// A test whose operator made a call that `deploy/rbac.yaml` does not allow fails.
+    fn drop(&mut self) {
+        if let (Some(plane), Some(token)) = (self.plane, &self.token) {
+            crate::support::control_plane::assert_no_forbidden_requests(plane, token);
+        }
+    }
+}
+
+/// A running operator process; killed when dropped.
+pub struct Operator {
+    pub child: Child,
+    pub log: PathBuf,
+}
+
+impl Operator {
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends a signal (e.g. "KILL", "TERM") to the process.
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([format!("-{signal}"), self.pid().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    pub fn logs(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn log_path(&self) -> &Path {
+        &self.log
+    }
+
+    /// The address the operator logged for its metrics server (started on port 0).
+    pub async fn metrics_address(&self, cluster: &Cluster) -> std::net::SocketAddr {
+        cluster
+            .eventually(
+                "the metrics address in the log",
+                Duration::from_secs(120),
+                || async {
+                    self.logs().lines().find_map(|line| {
+                        let (_, rest) = line.split_once("address=")?;
+                        rest.split_whitespace().next()?.parse().ok()
+                    })
+                },
+            )
+            .await
+    }
+}
+
+/// `GET /metrics` from `addr`: the body.
+pub async fn scrape(addr: std::net::SocketAddr) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let request = format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut raw = String::new();
+    stream.read_to_string(&mut raw).await.unwrap();
+    raw.split_once("\r\n\r\n").unwrap().1.to_owned()
+}
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

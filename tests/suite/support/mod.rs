@@ -1,0 +1,20 @@
+//! The fixtures the tests share: a fresh PostgreSQL database per test ([`db`], re-exported here),
+//! the migration runner's helpers ([`migrate`]), the real control plane ([`control_plane`]), a
+//! fault-injecting proxy in front of it ([`fault_proxy`]), the controller under test
+//! ([`controller`]), the operator binary end to end ([`e2e`]), private PostgreSQL clusters and
+//! poolers for the reliability scenarios ([`reliability`]), a scripted PostgreSQL wire server
+//! ([`wire`]) and the monitoring files ([`monitoring`]).
+
+pub mod control_plane;
+pub mod controller;
+pub mod db;
+pub mod e2e;
+pub mod fault_proxy;
+pub mod migrate;
+pub mod monitoring;
+pub mod reliability;
+pub mod wire;
+
+pub use db::{
+    TestDb, connect, connect_config, database_url, fresh_db, prepared_statements, url_with_dbname,
+};

@@ -1,0 +1,271 @@
+//! Private PostgreSQL clusters for scenarios that restart or replicate a server: started with the
+//! binaries `scripts/pg.sh` found (`PG_BIN`, run as `PG_OWNER`), trust authentication on 127.0.0.1,
+//! stopped and deleted on drop.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// A PostgreSQL cluster owned by one test.
+pub struct Cluster {
+    /// Root directory (data directory and logs).
+    root: tempfile::TempDir,
+    /// The data directory.
+    pub data: PathBuf,
+    /// The port on 127.0.0.1.
+    pub port: u16,
+    bin: PathBuf,
+    owner: Option<String>,
+}
+
+fn bin_dir() -> PathBuf {
+    if let Ok(bin) = std::env::var("PG_BIN") {
+        return PathBuf::from(bin);
+    }
+    let found = std::fs::read_dir("/usr/lib/postgresql")
+        .ok()
+        .and_then(|dirs| {
+            dirs.filter_map(Result::ok)
+                .map(|d| d.path().join("bin"))
+                .find(|b| b.join("initdb").exists())
+        });
+    found.unwrap_or_else(|| {
+        panic!(
+            "PostgreSQL server binaries not found: run the tests through scripts/test.sh or \
+             scripts/reliability.sh (they source scripts/pg.sh, which installs postgresql and \
+             exports PG_BIN)"
+        )
+    })
+}
+
+/// The non-root user that runs servers (`PG_OWNER`, else `postgres` when root).
+fn owner() -> Option<String> {
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+        .unwrap_or(false);
+    root.then(|| std::env::var("PG_OWNER").unwrap_or_else(|_| "postgres".to_owned()))
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+impl Cluster {
+    fn run(&self, program: &str, args: &[&str]) {
+        let exe = self.bin.join(program);
+        let mut cmd = match &self.owner {
+            Some(user) => {
+                let mut c = Command::new("runuser");
+                c.args(["-u", user, "--"]).arg(&exe);
+                c
+            }
+            None => Command::new(&exe),
+        };
+        let out = cmd.args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{program} {args:?} failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    fn new_dir() -> (tempfile::TempDir, Option<String>, PathBuf) {
+        let root = tempfile::Builder::new()
+            .prefix("boxtable-rel-pg")
+            .tempdir()
+            .unwrap();
+        let owner = owner();
+        if let Some(user) = &owner {
+            let ok = Command::new("chown")
+                .arg(user)
+                .arg(root.path())
+                .status()
+                .unwrap();
+            assert!(ok.success(), "chown {user}");
+        }
+        (root, owner, bin_dir())
+    }
+
+    /// A new primary with trust authentication (replication allowed from 127.0.0.1).
+    pub fn primary() -> Self {
+        let (root, owner, bin) = Self::new_dir();
+        let data = root.path().join("data");
+        let cluster = Self {
+            data: data.clone(),
+            root,
+            port: free_port(),
+            bin,
+            owner,
+        };
+        cluster.run(
+            "initdb",
+            &[
+                "-D",
+                data.to_str().unwrap(),
+                "-U",
+                "postgres",
+                "-A",
+                "trust",
+                "-E",
+                "UTF8",
+                "--no-sync",
+            ],
+        );
+        cluster.start();
+        cluster
+    }
+
+    /// A streaming hot standby of `primary`, made with `pg_basebackup -R` when the binaries have
+    /// it, else (server-only builds, such as the per-major builds of `scripts/pg-install.sh`) from
+    /// a copy of the primary's data directory taken while it is stopped.
+    pub fn standby_of(primary: &Cluster) -> Self {
+        let (root, owner, bin) = Self::new_dir();
+        let data = root.path().join("data");
+        let cluster = Self {
+            data: data.clone(),
+            root,
+            port: free_port(),
+            bin,
+            owner,
+        };
+        if !cluster.bin.join("pg_basebackup").exists() {
+            cluster.copy_as_standby_of(primary);
+            cluster.start();
+            return cluster;
+        }
+        cluster.run(
+            "pg_basebackup",
+            &[
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &primary.port.to_string(),
+                "-U",
+                "postgres",
+                "-D",
+                data.to_str().unwrap(),
+                "-R",
+                "-X",
+                "stream",
+                "--no-sync",
+            ],
+        );
+        cluster.start();
+        cluster
+    }
+
+    /// Copies the stopped primary's data directory into this cluster's and configures it to
+    /// stream from the primary as a hot standby (`standby.signal`, `primary_conninfo`).
+    fn copy_as_standby_of(&self, primary: &Cluster) {
+        primary.pg_ctl("stop");
+        let mut copy = match &self.owner {
+            Some(user) => {
+                let mut c = Command::new("runuser");
+                c.args(["-u", user, "--", "cp"]);
+                c
+            }
+            None => Command::new("cp"),
+        };
+        let copied = copy
+            .arg("-a")
+            .arg(&primary.data)
+            .arg(&self.data)
+            .status()
+            .unwrap();
+        assert!(copied.success(), "copying the primary's data directory");
+        primary.start();
+        std::fs::write(self.data.join("standby.signal"), "").unwrap();
+        let mut auto = std::fs::OpenOptions::new()
+            .append(true)
+            .open(self.data.join("postgresql.auto.conf"))
+            .unwrap();
+        std::io::Write::write_all(
+            &mut auto,
+            format!(
+                "primary_conninfo = 'host=127.0.0.1 port={} user=postgres'\n",
+                primary.port
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+        if let Some(user) = &self.owner {
+            let ok = Command::new("chown")
+                .args(["-R", user])
+                .arg(&self.data)
+                .status()
+                .unwrap();
+            assert!(ok.success(), "chown {user}");
+        }
+    }
+
+    fn log(&self) -> PathBuf {
+        self.root.path().join("server.log")
+    }
+
+    fn options(&self) -> String {
+        format!(
+            "-c listen_addresses=127.0.0.1 -c port={} -c unix_socket_directories={} -c fsync=off \
+             -c max_connections=50 -c shared_buffers=16MB",
+            self.port,
+            self.root.path().display()
+        )
+    }
+
+    /// Starts the server and waits until it accepts connections.
+    pub fn start(&self) {
+        self.pg_ctl("start");
+    }
+
+    /// `pg_ctl restart -m fast`, waiting until the server is back.
+    pub fn restart_fast(&self) {
+        self.pg_ctl("restart");
+    }
+
+    fn pg_ctl(&self, action: &str) {
+        let data = self.data.to_str().unwrap().to_owned();
+        let log = self.log().to_str().unwrap().to_owned();
+        let options = self.options();
+        self.run(
+            "pg_ctl",
+            &[
+                "-D", &data, "-l", &log, "-w", "-t", "60", "-m", "fast", "-o", &options, action,
+            ],
+        );
+    }
+
+    /// A URL for database `db` as `postgres`.
+    pub fn url(&self, db: &str) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/{db}", self.port)
+    }
+
+    /// The cluster's root directory.
+    pub fn root(&self) -> &Path {
+        self.root.path()
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let exe = self.bin.join("pg_ctl");
+        let data = self.data.to_str().unwrap_or_default().to_owned();
+        let mut cmd = match &self.owner {
+            Some(user) => {
+                let mut c = Command::new("runuser");
+                c.args(["-u", user, "--"]).arg(&exe);
+                c
+            }
+            None => Command::new(&exe),
+        };
+        let _ = cmd
+            .args(["-D", &data, "-m", "immediate", "stop"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status();
+    }
+}
