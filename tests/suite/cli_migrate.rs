@@ -156,16 +156,7 @@ async fn eight_migrate_processes_at_once_create_the_table_once_and_leave_no_lock
         .map(|r| r.get(0))
         .collect();
     assert_eq!(rows, ["fresh install at V8"]);
-    let locks: i64 = client
-        .query_one(
-            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' \
-             AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
-            &[],
-        )
-        .await
-        .unwrap()
-        .get(0);
-    assert_eq!(locks, 0);
+    assert_eq!(support::advisory_locks(&client).await, 0);
 }
 
 #[tokio::test]

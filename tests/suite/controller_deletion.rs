@@ -625,16 +625,9 @@ async fn a_run_waiting_for_the_lock_creates_nothing_once_its_boxtable_went_witho
         h.logs().contains("the BoxTable is gone"),
         "the run did not say why it changed nothing"
     );
-    let locks: i64 = h
-        .sql()
-        .await
-        .query_one(
-            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' \
-             AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
-            &[],
-        )
-        .await
-        .unwrap()
-        .get(0);
-    assert_eq!(locks, 0, "an advisory lock was left held");
+    assert_eq!(
+        support::advisory_locks(&h.sql().await).await,
+        0,
+        "an advisory lock was left held"
+    );
 }

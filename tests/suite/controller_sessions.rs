@@ -11,6 +11,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
+use crate::support;
 use crate::support::controller::*;
 
 /// The sum of a metric's series whose line starts with `series`.
@@ -30,17 +31,10 @@ fn sessions_opened(h: &Harness) -> f64 {
 
 /// The backends the operator has on the test database.
 async fn operator_pids(h: &Harness) -> BTreeSet<i32> {
-    h.sql()
+    support::operator_sessions(&h.sql().await)
         .await
-        .query(
-            "SELECT pid FROM pg_stat_activity \
-             WHERE datname = current_database() AND application_name LIKE 'boxtable-operator/%'",
-            &[],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
+        .into_iter()
+        .map(|(pid, _)| pid)
         .collect()
 }
 

@@ -19,8 +19,9 @@ use tokio_util::sync::CancellationToken;
 use crate::support;
 use crate::support::migrate::outbox;
 use crate::support::reliability::{
-    WAIT, advisory_locks, install_ddl_hook, set_db_setting, wait_until, wait_until_backend_gone,
+    WAIT, install_ddl_hook, set_db_setting, wait_until, wait_until_backend_gone,
 };
+use crate::support::{advisory_locks, operator_sessions};
 
 /// Counts what the pool reports.
 #[derive(Default)]
@@ -110,22 +111,6 @@ async fn migrate_from(
         DriftCheck::After,
     )
     .await
-}
-
-/// The operator's sessions on the test database: (pid, application_name).
-async fn operator_sessions(client: &Client) -> Vec<(i32, String)> {
-    client
-        .query(
-            "SELECT pid, application_name FROM pg_stat_activity \
-             WHERE datname = current_database() AND application_name LIKE 'boxtable-operator/%' \
-             ORDER BY pid",
-            &[],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| (r.get(0), r.get(1)))
-        .collect()
 }
 
 #[tokio::test]

@@ -7,6 +7,7 @@ use boxtable_operator::reason::Reason;
 use boxtable_operator::report::chain;
 
 use crate::support;
+use crate::support::advisory_locks;
 use crate::support::migrate::*;
 
 #[tokio::test]

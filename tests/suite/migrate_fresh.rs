@@ -4,6 +4,7 @@ use crate::support;
 
 // Shared test helpers below are plain functions, which clippy.toml's in-test allowances do not cover.
 
+use crate::support::advisory_locks;
 use crate::support::migrate::*;
 use boxtable_operator::migrate::{Payload, RunPath};
 

@@ -10,6 +10,7 @@ use boxtable_operator::report::chain;
 use tokio_util::sync::CancellationToken;
 
 use crate::support;
+use crate::support::advisory_locks;
 use crate::support::migrate::*;
 
 /// How long a wait on a server-side condition may take: generous, for busy machines.

@@ -6,6 +6,7 @@ use boxtable_operator::migrate::RunPath;
 use boxtable_operator::report::chain;
 
 use crate::support;
+use crate::support::advisory_locks;
 use crate::support::migrate::*;
 
 const V9: &str = "Add a column a newer Brighter knows";

@@ -9,6 +9,7 @@ use boxtable_operator::report::chain;
 use tokio_util::sync::CancellationToken;
 
 use crate::support;
+use crate::support::advisory_locks;
 use crate::support::migrate::*;
 
 fn record_of(comment: Option<String>) -> Option<ownership::OwnerRecord> {

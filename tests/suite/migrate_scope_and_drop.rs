@@ -5,6 +5,7 @@ use boxtable_operator::migrate::{self, DropVerdict, RunPath};
 use boxtable_operator::reason::Reason;
 
 use crate::support;
+use crate::support::advisory_locks;
 use crate::support::migrate::*;
 
 #[tokio::test]

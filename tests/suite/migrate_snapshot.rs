@@ -19,6 +19,7 @@ use boxtable_operator::report::chain;
 use tokio_postgres::Client;
 
 use crate::support;
+use crate::support::advisory_locks;
 use crate::support::migrate::*;
 
 /// Generous: the machine running the suite may be busy.

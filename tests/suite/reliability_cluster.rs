@@ -2,6 +2,7 @@
 //! streaming replica made with `pg_basebackup -R`) or a read-only database as the target.
 
 use crate::support;
+use crate::support::advisory_locks;
 use crate::support::reliability::cluster::Cluster;
 use crate::support::reliability::*;
 

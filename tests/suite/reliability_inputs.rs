@@ -68,7 +68,6 @@ fn manifest(name: &str, patch: &Value) -> Value {
 
 /// What happened to one entry; read through `Debug` in failure messages.
 #[derive(Debug)]
-#[allow(dead_code)]
 struct Verdict {
     name: String,
     expect: String,
@@ -184,11 +183,13 @@ async fn every_bad_input_is_refused_by_the_schema_or_reported_in_status_without_
         } else {
             assert!(
                 v.schema_code != Some(201) && v.schema_code.is_none_or(|c| c == 422),
-                "the schema accepts or mishandles {v:?}"
+                "the schema accepts or mishandles {}: {v:?}",
+                v.name
             );
             assert!(
                 v.exit != Some(0) && !v.reason.is_empty() && v.reason != "ConnectionFailed",
-                "migrate must refuse and report {v:?}"
+                "migrate must refuse and report {}: {v:?}",
+                v.name
             );
         }
     }

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 
 use crate::support;
+use crate::support::advisory_locks;
 use crate::support::reliability::*;
 
 const ROWS: i64 = 50;

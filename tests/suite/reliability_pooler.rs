@@ -3,6 +3,7 @@
 //! pooling mode it migrates normally.
 
 use crate::support;
+use crate::support::advisory_locks;
 use crate::support::reliability::pooler::Pgbouncer;
 use crate::support::reliability::*;
 

@@ -10,6 +10,7 @@ use boxtable_operator::report::chain;
 use tokio_util::sync::CancellationToken;
 
 use crate::support;
+use crate::support::advisory_locks;
 use crate::support::migrate::{outbox, outbox_at};
 use crate::support::reliability::*;
 

@@ -4,7 +4,6 @@
 //! way a user does (`kubectl apply -k deploy/`), gives each test its own namespace, hands out
 //! credentials (the admin's client certificate, or a TokenRequest token for the operator's
 //! ServiceAccount, which `deploy/rbac.yaml` alone authorises), and reads the audit log.
-#![allow(dead_code)]
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

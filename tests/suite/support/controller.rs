@@ -5,7 +5,6 @@
 //! their status (polling the API with a deadline), read events, metrics and captured logs, and
 //! look into the database. With [`HarnessBuilder::faults`] the controller talks to the server
 //! through a fault-injecting proxy ([`Faults`]) that the test steers.
-#![allow(dead_code)]
 // Fixtures fail the test at once on any setup error, as test bodies do.
 
 use std::io::Write;

@@ -1,5 +1,4 @@
 //! Shared test fixtures: a fresh database per test on the PostgreSQL that `scripts/test.sh` starts.
-#![allow(dead_code)]
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -100,6 +99,36 @@ pub async fn prepared_statements(client: &Client) -> Vec<(String, String)> {
     client
         .query_typed(
             "SELECT name, statement FROM pg_prepared_statements ORDER BY statement",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect()
+}
+
+/// Advisory locks in this database, granted or awaited, held by any session.
+pub async fn advisory_locks(client: &Client) -> i64 {
+    client
+        .query_one(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' \
+             AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0)
+}
+
+/// The operator's sessions on this database (`application_name` `boxtable-operator/...`):
+/// (pid, application_name), ordered by pid.
+pub async fn operator_sessions(client: &Client) -> Vec<(i32, String)> {
+    client
+        .query(
+            "SELECT pid, application_name FROM pg_stat_activity \
+             WHERE datname = current_database() AND application_name LIKE 'boxtable-operator/%' \
+             ORDER BY pid",
             &[],
         )
         .await

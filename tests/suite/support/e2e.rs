@@ -3,9 +3,8 @@
 //! running as its ServiceAccount, the real `kubectl` as the admin, and a fresh PostgreSQL database.
 //! With [`Cluster::start_with_faults`] the operator talks to the server through a fault-injecting
 //! proxy ([`Faults`]) that the test steers.
-#![allow(dead_code)]
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -340,10 +339,6 @@ impl Operator {
 
     pub fn logs(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    pub fn log_path(&self) -> &Path {
-        &self.log
     }
 
     /// The address the operator logged for its metrics server (started on port 0).

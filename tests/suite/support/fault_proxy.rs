@@ -5,12 +5,8 @@
 //! is sent). Rules, checked in the order they were added, answer matching requests with an error
 //! status, hold them for a while (then forward them or answer an error), cut watch streams, or
 //! only count them; each rule has its own hit counter, and the proxy counts every request it
-//! received and keeps a log of them (method, path, query and `Accept` header, so a test can tell
+//! received and keeps a log of them (path, query and `Accept` header, so a test can tell
 //! a metadata-only list or watch from one of full objects). `drop_watches` ends every open watch.
-//!
-//! Not declared in `support/mod.rs` (most tests do not need it); include it with
-//! `#[path = "support/fault_proxy.rs"] mod fault_proxy;`.
-#![allow(dead_code)]
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -174,8 +170,6 @@ impl Installed {
 /// One request as the proxy received it.
 #[derive(Debug, Clone)]
 pub struct Seen {
-    /// `GET`, `PATCH`, ...
-    pub method: String,
     /// The path, without the query.
     pub path: String,
     /// The query string (empty when there is none).
@@ -358,7 +352,6 @@ async fn handle(State(inner): State<Arc<Inner>>, request: Request) -> Response {
     let generation = inner.generation.subscribe();
     inner.received.fetch_add(1, Ordering::SeqCst);
     inner.log.lock().unwrap().push(Seen {
-        method: method.to_string(),
         path: path.clone(),
         query: request.uri().query().unwrap_or_default().to_owned(),
         accept: request

@@ -1,6 +1,5 @@
 //! Fixtures for the migration tests: plan builders, sessions, and introspection of what a run left
 //! in the database (columns, constraints, indexes, history rows, advisory locks).
-#![allow(dead_code)]
 // Fixtures fail the test at once on any setup error: unwrap is the point here, as in test bodies
 // (clippy.toml allows it only inside #[test] functions, not in shared fixture modules).
 
@@ -17,7 +16,7 @@ use boxtable_operator::report::chain;
 use tokio_postgres::Client;
 use tokio_util::sync::CancellationToken;
 
-use crate::support::TestDb;
+use crate::support::{TestDb, advisory_locks};
 
 /// A plan under construction: `outbox("Outbox").in_schema("sales").binary().build()`.
 pub struct PlanBuilder {
@@ -296,19 +295,6 @@ pub async fn history_exists(client: &Client, schema: &str) -> bool {
             "SELECT EXISTS (SELECT 1 FROM information_schema.tables \
              WHERE table_schema = $1 AND table_name = '__BrighterMigrationHistory')",
             &[&schema],
-        )
-        .await
-        .unwrap()
-        .get(0)
-}
-
-/// Advisory locks granted in this database (any session).
-pub async fn advisory_locks(client: &Client) -> i64 {
-    client
-        .query_one(
-            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' \
-             AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
-            &[],
         )
         .await
         .unwrap()

@@ -16,5 +16,6 @@ pub mod reliability;
 pub mod wire;
 
 pub use db::{
-    TestDb, connect, connect_config, database_url, fresh_db, prepared_statements, url_with_dbname,
+    TestDb, advisory_locks, connect, connect_config, database_url, fresh_db, operator_sessions,
+    prepared_statements, url_with_dbname,
 };

@@ -1,6 +1,5 @@
 //! The monitoring files as the tests read them: the PrometheusRule in `deploy/monitoring/`, its
 //! alerts, the dashboard's queries, and the metric names an expression reads.
-#![allow(dead_code)]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;

@@ -2,7 +2,6 @@
 //! client sends, as the server receives it: the text of each simple Query, and of each Parse
 //! with the values of the Bind that executes it. Nothing is changed on the way; the proxy reads
 //! the frontend protocol only to take notes (clients must connect with `sslmode=disable`).
-#![allow(dead_code)]
 
 use std::collections::HashMap;
 use std::net::SocketAddr;

@@ -2,7 +2,7 @@
 //! binaries `scripts/pg.sh` found (`PG_BIN`, run as `PG_OWNER`), trust authentication on 127.0.0.1,
 //! stopped and deleted on drop.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 /// A PostgreSQL cluster owned by one test.
@@ -242,11 +242,6 @@ impl Cluster {
     /// A URL for database `db` as `postgres`.
     pub fn url(&self, db: &str) -> String {
         format!("postgres://postgres@127.0.0.1:{}/{db}", self.port)
-    }
-
-    /// The cluster's root directory.
-    pub fn root(&self) -> &Path {
-        self.root.path()
     }
 }
 

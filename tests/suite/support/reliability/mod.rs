@@ -2,7 +2,6 @@
 //! that pauses or fails the run at its Nth DDL statement, waits on server-side conditions with a
 //! deadline, the outbox's expected columns per version, and private PostgreSQL clusters that a test
 //! may restart or replicate without disturbing the shared test server.
-#![allow(dead_code)]
 
 pub mod cluster;
 pub mod pooler;
@@ -125,19 +124,6 @@ pub async fn brighter_lock_holders(client: &Client, table: &str) -> i64 {
              AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) \
              AND classid = $1::int8::oid AND objid = $2::int8::oid AND objsubid = 1",
             &[&i64::from(id.classid()), &i64::from(id.objid())],
-        )
-        .await
-        .unwrap()
-        .get(0)
-}
-
-/// Every advisory lock (granted or awaited) in the current database.
-pub async fn advisory_locks(client: &Client) -> i64 {
-    client
-        .query_one(
-            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' \
-             AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
-            &[],
         )
         .await
         .unwrap()
