@@ -192,7 +192,8 @@ async fn lock_held_reads_1_while_a_migration_holds_the_lock_and_a_session_blocke
         .eventually("the blocking waiter in pg_locks", WAIT, || async {
             let n: i64 = observer
                 .query_one(
-                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted",
+                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted \
+                     AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
                     &[],
                 )
                 .await

@@ -16,12 +16,13 @@ use crate::support::migrate::*;
 /// How long a wait on a server-side condition may take: generous, for busy machines.
 const WAIT: Duration = Duration::from_secs(60);
 
-/// Sessions of the run under test whose statement waits on a table (heavyweight) lock.
+/// Sessions of the run under test (in this test's database) whose statement waits on a table
+/// (heavyweight) lock.
 async fn blocked_on_a_table_lock(client: &tokio_postgres::Client) -> i64 {
     client
         .query_one(
             "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'boxtable-operator-test' \
-             AND wait_event_type = 'Lock' AND wait_event = 'relation'",
+             AND datname = current_database() AND wait_event_type = 'Lock' AND wait_event = 'relation'",
             &[],
         )
         .await
