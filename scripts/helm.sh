@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Helm 3 and Helm 4 for the chart tests (tests/helm_chart.rs), each built from its own Go module
+# Helm 3 and Helm 4 for the chart tests (tests/suite/helm_chart.rs), each built from its own Go module
 # pinned in tools/helm-v3/ and tools/helm-v4/ (go.mod, go.sum), the way scripts/control-plane.sh
 # builds the control plane. Source this file and call `helm_build`; it exports
 #
@@ -7,7 +7,7 @@
 #   HELM_V4   the Helm 4 binary
 #
 # or run it: `scripts/helm.sh path v3` (or v4) builds that Helm unless the cache has it and prints
-# its path; tests/helm_chart.rs does this when HELM_V3 or HELM_V4 is not set.
+# its path; tests/suite/helm_chart.rs does this when HELM_V3 or HELM_V4 is not set.
 #
 # The binaries are cached outside the clone, under a directory named after the release and a hash
 # of go.mod and go.sum: ${XDG_CACHE_HOME:-$HOME/.cache}/boxtable-operator/helm/<release>-<hash>/helm.

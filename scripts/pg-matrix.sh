@@ -14,16 +14,19 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/pg-install.sh
 
-# The suites that talk to PostgreSQL: the lock, the migration runner (fresh, upgrade and Brighter
-# interop, locking, scopes and drop, errors, snapshots, after-commit, newer history), the
-# `migrate` command, sessions, and the reliability scenarios (restarts and the hot standby,
-# killed processes, PgBouncer, session attacks, secrets).
+# The modules of the test binary (tests/suite) that talk to PostgreSQL, as libtest filters: the
+# lock, the migration runner (fresh, upgrade and Brighter interop, locking, scopes and drop,
+# errors, snapshots, after-commit, newer history), the `migrate` command, sessions, and the
+# reliability scenarios (restarts and the hot standby, killed processes, PgBouncer, session
+# attacks, secrets). Each ends in `::`, so that it matches that module's tests and no other's
+# (`cli_migrate::` is not in `cli_migrate_strict::...`).
 SUITES=(
-  lock db_connect
-  migrate_fresh migrate_upgrade migrate_locking migrate_scope_and_drop migrate_errors
-  migrate_snapshot migrate_lock_after_commit migrate_newer_history
-  cli_migrate
-  reliability_cluster reliability_kill reliability_pooler reliability_session reliability_secrets
+  lock:: db_connect::
+  migrate_fresh:: migrate_upgrade:: migrate_locking:: migrate_scope_and_drop:: migrate_errors::
+  migrate_snapshot:: migrate_lock_after_commit:: migrate_newer_history::
+  cli_migrate::
+  reliability_cluster:: reliability_kill:: reliability_pooler:: reliability_session::
+  reliability_secrets::
 )
 
 majors=${PG_MAJORS:-$PG_SUPPORTED_MAJORS}
@@ -35,23 +38,22 @@ for major in $majors; do
   pg_install_major "$major" >/dev/null
 done
 
-test_args=()
-for suite in "${SUITES[@]}"; do test_args+=(--test "$suite"); done
 # The same set as scripts/test.sh builds: a build of the root package alone unifies the
 # dependencies' features differently and would compile kube, k8s-openapi and the rest again.
 cargo build --workspace --bins
-# The test executables, run directly below: majors running side by side then never wait on cargo's
+# The test executable, run directly below: majors running side by side then never wait on cargo's
 # build-directory lock.
-mapfile -t binaries < <(cargo test --no-run "${test_args[@]}" --message-format=json \
+mapfile -t binaries < <(cargo test --no-run --test suite --message-format=json \
   | python3 -c 'import json, sys
 for line in sys.stdin:
     m = json.loads(line)
     if m.get("reason") == "compiler-artifact" and m.get("profile", {}).get("test") and m.get("executable"):
         print(m["executable"])')
-[ "${#binaries[@]}" -eq "${#SUITES[@]}" ] || {
-  echo "pg-matrix.sh: expected ${#SUITES[@]} test executables, cargo built ${#binaries[@]}" >&2
+[ "${#binaries[@]}" -eq 1 ] || {
+  echo "pg-matrix.sh: expected one test executable (tests/suite), cargo built ${#binaries[@]}" >&2
   exit 1
 }
+binary=${binaries[0]}
 
 logs=${CARGO_TARGET_DIR:-target}/pg-matrix
 mkdir -p "$logs"
@@ -70,12 +72,8 @@ run_major() { # major -> writes $logs/<major>.log and $logs/<major>.line
     . scripts/pg.sh
     pg_start || exit 1
     "$PG_BIN/postgres" --version
-    rc=0
-    for binary in "${binaries[@]}"; do
-      echo "     Running $binary"
-      "$binary" || rc=1
-    done
-    exit "$rc"
+    echo "     Running $binary ${SUITES[*]}"
+    "$binary" "${SUITES[@]}"
   ) >"$log" 2>&1
   rc=$?
   set -e

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Reliability scenarios (RELIABILITY.md). Installs what they need, then runs them.
 #
-#   scripts/reliability.sh            install prerequisites, start a throwaway PostgreSQL, run tests/reliability_*
+#   scripts/reliability.sh            install prerequisites, start a throwaway PostgreSQL, run the reliability_* modules of tests/suite
 #   scripts/reliability.sh --install  only install prerequisites (CI runs this before scripts/test.sh)
 #
 # Needs the PostgreSQL server binaries (initdb, pg_ctl, pg_basebackup: the tests start private
@@ -30,4 +30,4 @@ fi
 if [ -z "${DATABASE_URL:-}" ]; then
   pg_start
 fi
-cargo test --test 'reliability_*' "$@"
+cargo test --test suite "$@" -- reliability_

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The invariant soak (tests/soak.rs): for SOAK_SECONDS (default 60) several operator replicas,
+# The invariant soak (tests/suite/soak.rs): for SOAK_SECONDS (default 60) several operator replicas,
 # with and without leader election, `migrate` runs and Brighter-style application racers work on
 # many BoxTables in several schemas while operators are SIGKILLed and SIGTERMed, their PostgreSQL
 # sessions terminated, API requests failed, stalled or their watches cut (a fault proxy in front of
@@ -26,21 +26,21 @@ case "$SOAK_SECONDS" in ''|*[!0-9]*|0) echo "soak.sh: SOAK_SECONDS must be a pos
 scripts/reliability.sh --install
 # Build first (the test and the operator binary it runs, with the features `cargo test` builds it
 # with), then start the servers.
-artifacts=$(cargo test --no-run --test soak --message-format=json \
+artifacts=$(cargo test --no-run --test suite --message-format=json \
   | python3 -c 'import json,sys
 for line in sys.stdin:
     m = json.loads(line)
     if m.get("reason") == "compiler-artifact" and m.get("executable"):
         name = m["target"]["name"]
-        if name in ("soak", "boxtable-operator"):
+        if name in ("suite", "boxtable-operator"):
             print(name, m["executable"])')
-test_binary=$(awk '$1 == "soak" {print $2}' <<<"$artifacts")
+test_binary=$(awk '$1 == "suite" {print $2}' <<<"$artifacts")
 operator_binary=$(awk '$1 == "boxtable-operator" {print $2}' <<<"$artifacts")
 operator_binary=${operator_binary:-target/debug/boxtable-operator}
 # Run copies, so rebuilding the tree while a long soak runs changes nothing under it.
 bin_dir=$(mktemp -d "${TMPDIR:-/tmp}/boxtable-soak.XXXXXX")
 cp "$operator_binary" "$bin_dir/boxtable-operator"
-cp "$test_binary" "$bin_dir/soak"
+cp "$test_binary" "$bin_dir/suite"
 export SOAK_OPERATOR_BINARY="$bin_dir/boxtable-operator"
 
 if [ -z "${DATABASE_URL:-}" ]; then
@@ -65,7 +65,7 @@ stop_group() {
 }
 trap stop_group EXIT INT TERM
 
-setsid "$bin_dir/soak" --nocapture --test-threads 1 &
+setsid "$bin_dir/suite" --nocapture --test-threads 1 soak:: &
 group=$!
 status=0
 wait "$group" || status=$?

@@ -142,7 +142,7 @@ fn deploy() -> Vec<Json> {
     assert!(
         crd.is_file(),
         "{} is missing: deploy/ installs the generated CRD from it; generate it with \
-         `UPDATE_GOLDEN=1 cargo test --test crd_golden`",
+         `UPDATE_GOLDEN=1 cargo test --test suite -- crd_golden::`",
         crd.display()
     );
     render(&root().join("deploy"))

@@ -5,7 +5,7 @@
 //!
 //! Helm comes from `HELM_V3` and `HELM_V4` (exported by `scripts/test.sh`), or is built into the
 //! cache by `scripts/helm.sh path v3|v4` when they are unset. The install tests need the control
-//! plane of `scripts/test.sh` (see tests/control_plane_support).
+//! plane of `scripts/test.sh` (see tests/suite/support/control_plane.rs).
 
 // Helpers fail the test they serve, exactly as the #[test] functions do.
 
@@ -344,7 +344,7 @@ fn the_chart_carries_the_crd_the_alerts_and_the_dashboard_unchanged() {
         let found = std::fs::read_to_string(&copy).unwrap_or_default();
         assert!(
             found == expected,
-            "{} differs from {}: copy it over (or run UPDATE_GOLDEN=1 cargo test --test helm_chart)",
+            "{} differs from {}: copy it over (or run UPDATE_GOLDEN=1 cargo test --test suite -- helm_chart::)",
             copy.display(),
             source.display()
         );

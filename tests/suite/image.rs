@@ -164,7 +164,7 @@ fn run_entrypoint(image: &Image, args: &[&str]) -> Output {
         is_root,
         "running the image's entrypoint from its unpacked root filesystem needs root (a private \
          mount namespace for the read-only mount and chroot --userspec to become UID 65532); CI \
-         runs as root: run this test as root, for example with sudo -E cargo test --test image"
+         runs as root: run this test as root, for example with sudo -E cargo test --test suite -- image::"
     );
     let config = &image.config["config"];
     let user = config["User"].as_str().unwrap();

@@ -1,5 +1,5 @@
 //! The controller under test: the real control plane (kube-apiserver with `deploy/` installed, see
-//! `tests/control_plane_support`) with a namespace of the test's own, a fresh PostgreSQL database
+//! `tests/suite/support/control_plane.rs`) with a namespace of the test's own, a fresh PostgreSQL database
 //! with its connection Secret, and `controller::run` in a tokio task authenticated as the
 //! operator's ServiceAccount, plus helpers (acting as the admin) to apply BoxTables, wait for
 //! their status (polling the API with a deadline), read events, metrics and captured logs, and

@@ -1,5 +1,5 @@
 //! End-to-end fixtures: the real control plane (kube-apiserver, etcd, kube-controller-manager,
-//! see `tests/control_plane_support`), the real `boxtable-operator` binary as a child process
+//! see `tests/suite/support/control_plane.rs`), the real `boxtable-operator` binary as a child process
 //! running as its ServiceAccount, the real `kubectl` as the admin, and a fresh PostgreSQL database.
 //! With [`Cluster::start_with_faults`] the operator talks to the server through a fault-injecting
 //! proxy ([`Faults`]) that the test steers.
