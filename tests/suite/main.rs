@@ -2,8 +2,9 @@
 //! the file it lives in, so `lock::...`, `migrate_fresh::...`) and the fixtures they share under
 //! [`support`]. One binary means one build and one link instead of one per file, one set of
 //! fixtures that rustc checks for dead code as a whole, and tests from every area running side by
-//! side. The few that need the machine to themselves (the soak, restarts of the API server, the
-//! timing-sensitive leader election) run in a phase of their own, see `scripts/test.sh`.
+//! side. The few that change what all the others share (the soak's replicas electing a leader
+//! through the shared Lease, the restart of the one API server, a rule taken out of the
+//! cluster-wide CRD) run after the rest, one at a time; see `scripts/test.sh`.
 // Fixture helpers outside #[test] functions fail loudly too; clippy.toml only covers #[test] bodies.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
