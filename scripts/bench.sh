@@ -13,7 +13,7 @@
 # BENCH_SECRETS (2000, item 6), BENCH_SECRET_KIB (200, item 6), BENCH_PEER_N (20, item 8),
 # BENCH_PEER_TIMEOUT (180 s, item 8),
 # BENCH_BULK_TABLES (500, item 4), BENCH_PGBENCH_TX (20000, item 2), BENCH_CRITERION_SECS (3, items
-# 1 and 2), SQLX (path to sqlx).
+# 1 and 2), BENCH_LOCK_ROUNDS (3, item 2), SQLX (path to sqlx).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -29,6 +29,7 @@ PEER_TIMEOUT=${BENCH_PEER_TIMEOUT:-180}
 BULK_TABLES=${BENCH_BULK_TABLES:-500}
 PGBENCH_TX=${BENCH_PGBENCH_TX:-20000}
 CRITERION_SECS=${BENCH_CRITERION_SECS:-3}
+LOCK_ROUNDS=${BENCH_LOCK_ROUNDS:-3}
 TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
 W=$TARGET/bench-work
 R=$TARGET/bench-results
@@ -131,12 +132,25 @@ pgbench_once() {
   "$PGBENCH" -n -M prepared -c 1 -j 1 -t "$PGBENCH_TX" -f "$W/lock.pgbench" "$(url b2)" 2>/dev/null \
     | awk '/latency average/ {print $4 * 1000}'
 }
-P1=$(pgbench_once); P2=$(pgbench_once)
-DATABASE_URL=$(url b2) cargo bench -q --bench lock_roundtrip -- --warm-up-time 1 \
-  --measurement-time "$CRITERION_SECS" --noplot >&2
-P3=$(pgbench_once)
-echo "{\"pgbench_us\": [$P1, $P2, $P3]}" > "$R/2-pgbench.json"
-echo "  pgbench -M prepared: $P1 $P2 $P3 us per transaction (lock + unlock)" >&2
+# On a small shared machine a local round trip can be fast or several times slower for many
+# seconds at a time (pgbench runs of 55 and 231 us a minute apart have been seen), so one pgbench
+# run next to one criterion run can pair a fast baseline with a slow measurement. Each variant therefore runs
+# LOCK_ROUNDS times between two pgbench runs, and the report takes the median of those paired
+# ratios.
+: > "$R/2-pairs.jsonl"
+for round in $(seq "$LOCK_ROUNDS"); do
+  for variant in crate_api_current_thread prepared_current_thread query_typed_current_thread crate_api; do
+    before=$(pgbench_once)
+    DATABASE_URL=$(url b2) cargo bench -q --bench lock_roundtrip -- --warm-up-time 1 \
+      --measurement-time "$CRITERION_SECS" --noplot --exact "lock_roundtrip/$variant" >&2
+    after=$(pgbench_once)
+    ns=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["median"]["point_estimate"])' \
+      "$TARGET/criterion/lock_roundtrip/$variant/new/estimates.json")
+    echo "{\"round\": $round, \"variant\": \"$variant\", \"ns\": $ns, \"pgbench_us\": [$before, $after]}" \
+      >> "$R/2-pairs.jsonl"
+    echo "  round $round $variant: $(awk "BEGIN {print $ns / 1000}") us, pgbench -M prepared $before and $after us" >&2
+  done
+done
 # `cargo bench` built the binaries again in the bench profile (dev-dependency features) and put them
 # in target/release; put the plain release build back for the process-level items.
 cargo build -q --release --workspace --bins

@@ -5,6 +5,7 @@
 //! server-side apply only when it changed, events on transitions.
 
 pub mod backoff;
+pub mod cache;
 mod cleanup;
 pub mod conflicts;
 mod context;
@@ -192,8 +193,16 @@ pub async fn run(
                 Api::<secrets::SecretMetadata>::all(client.clone()),
             ),
         };
-        let controller = Controller::new(boxtables, watcher::Config::default().any_semantic());
-        let store = controller.store();
+        // The controller's own watch, as Controller::new builds it, but caching each BoxTable
+        // without what no pass reads (see `cache`).
+        let (store, writer) = reflector::store();
+        let boxtable_events = reflector::reflector(
+            writer,
+            watcher(boxtables, watcher::Config::default().any_semantic())
+                .modify(cache::prune::<BoxTable>),
+        )
+        .applied_objects();
+        let controller = Controller::for_stream(boxtable_events, store.clone());
         metrics.count_objects(Arc::new(CachedBoxTables(store.clone())));
         let schedule = Arc::new(schedule::Schedule::default());
         let secret_schedule = schedule.clone();
@@ -208,6 +217,7 @@ pub async fn run(
         }
         let secret_events = watcher(secrets, secret_watch)
             .default_backoff()
+            .modify(cache::prune::<secrets::SecretMetadata>)
             .reflect(secret_writer)
             .touched_objects();
         let reader = Arc::new(secrets::SecretReader::new(

@@ -1,0 +1,57 @@
+//! What the operator keeps of the objects it watches.
+//!
+//! The watch caches hold every BoxTable in scope and the metadata of every Secret in scope, so
+//! the operator's memory grows with the cluster. Two parts of an object are large and never read
+//! here: `metadata.managedFields` (server-side apply's field ownership, which the API server
+//! recomputes on every write; the status field set alone is larger than the rest of a BoxTable)
+//! and the `kubectl.kubernetes.io/last-applied-configuration` annotation (a second copy of the
+//! whole object as `kubectl apply` last sent it). Both are dropped before an object enters a
+//! cache; a write never sends them (status goes out by server-side apply of a fresh value).
+
+use kube::ResourceExt;
+
+/// The annotation `kubectl apply` (client-side) keeps its last request in.
+pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// Drops what no pass reads from a watched object before it is cached.
+pub fn prune<K: ResourceExt>(object: &mut K) {
+    object.managed_fields_mut().clear();
+    object.annotations_mut().remove(LAST_APPLIED);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
+
+    use crate::crd::{BoxKind, BoxTable, BoxTableSpec};
+
+    #[test]
+    fn prune_drops_field_ownership_and_the_last_applied_copy_and_keeps_everything_else() {
+        let mut bt = BoxTable::new("orders", BoxTableSpec::new(BoxKind::Outbox, "shop-db"));
+        bt.metadata.namespace = Some("shop".to_owned());
+        bt.metadata.managed_fields = Some(vec![ManagedFieldsEntry {
+            manager: Some("boxtable-operator".to_owned()),
+            ..ManagedFieldsEntry::default()
+        }]);
+        bt.annotations_mut().insert(
+            LAST_APPLIED.to_owned(),
+            "{\"kind\":\"BoxTable\"}".to_owned(),
+        );
+        bt.annotations_mut()
+            .insert("brighter.dev/keep".to_owned(), "yes".to_owned());
+        bt.labels_mut().insert("app".to_owned(), "shop".to_owned());
+        let mut expected = bt.clone();
+        expected.metadata.managed_fields = Some(Vec::new());
+        expected.annotations_mut().remove(LAST_APPLIED);
+
+        prune(&mut bt);
+
+        assert!(bt.managed_fields().is_empty());
+        assert!(!bt.annotations().contains_key(LAST_APPLIED));
+        assert_eq!(
+            bt, expected,
+            "names, labels, other annotations and the spec are kept"
+        );
+    }
+}
