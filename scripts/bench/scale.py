@@ -191,6 +191,36 @@ def vm_hwm_kib(pid):
     return 0
 
 
+def cpu_seconds():
+    """CPU seconds (user + system) used so far by the processes on this machine, by program:
+    kube-apiserver, etcd, kube-controller-manager, boxtable-operator, postgres (the postgres
+    processes alive now: a backend that already exited is not counted) and the rest."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+                stat = f.read()
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv0 = f.read().split(b"\0")[0].decode(errors="replace")
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        used = (int(fields[11]) + int(fields[12])) / tick
+        name = os.path.basename(argv0) or stat[stat.index("(") + 1:stat.rindex(")")]
+        if name.startswith("postgres"):
+            name = "postgres"
+        elif name not in ("kube-apiserver", "etcd", "kube-controller-manager", "boxtable-operator"):
+            name = "other"
+        out[name] = out.get(name, 0) + used
+    return out
+
+
+def cpu_between(before, after):
+    return {k: round(after.get(k, 0) - before.get(k, 0), 1) for k in sorted(after)
+            if after.get(k, 0) - before.get(k, 0) >= 0.05}
+
+
 def metrics(url):
     try:
         with urllib.request.urlopen(url + "/metrics", timeout=10) as r:
@@ -348,6 +378,7 @@ def main():
     watch.start()
     bodies = [boxtable(i, args.schemas) for i in range(args.count)]
     audit_start = audit_size(args)
+    cpu_start = cpu_seconds()
     started = time.monotonic()
     out["boxtables_post_seconds"] = post_all(args, BOXTABLES, bodies, args.threads)
     sys.stderr.write(f"  {args.count} BoxTables POSTed in {out['boxtables_post_seconds']:.1f}s\n")
@@ -359,6 +390,9 @@ def main():
         op.stop()
         sys.exit(f"scale: {watch.error}")
     out["converge_seconds"] = watch.ready_at - started
+    out["cpu_seconds"] = cpu_between(cpu_start, cpu_seconds())
+    out["ready_at_last_post"] = next((n for t, n in reversed(watch.progress)
+                                      if t <= started + out["boxtables_post_seconds"]), 0)
     out["peak_rss_kib"] = vm_hwm_kib(op.proc.pid)
     text = metrics(args.metrics)
     out["sessions_metric"] = sessions_metric(text)
@@ -376,6 +410,7 @@ def main():
     sys.stderr.write(
         f"  {args.count} BoxTables Ready in {out['converge_seconds']:.1f}s, peak RSS {out['peak_rss_kib'] / 1024:.1f} MiB, "
         f"{out['requests_per_boxtable']:.2f} requests/BoxTable, {out['sessions_opened']} sessions opened\n"
+        f"  CPU seconds while converging, by program: {json.dumps(out['cpu_seconds'])}\n"
         f"  by verb: {json.dumps(by, sort_keys=True)}\n")
 
     # ---- no-op resync: a restart, so every object gets one pass
