@@ -145,7 +145,7 @@ pub(super) async fn cleanup(
             ctx.metrics.record_drop(result);
             tracing::info!(table = %table, reason = %reason, "{note}");
             events::publish(
-                &ctx.recorder,
+                &ctx.events,
                 bt,
                 vec![Transition {
                     warning,

@@ -4,7 +4,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use kube::runtime::events::Recorder;
 use kube::runtime::reflector::Store;
 use kube::{Client, ResourceExt};
 use tokio_util::sync::CancellationToken;
@@ -29,7 +28,7 @@ pub struct Context {
     /// The controller's cache of BoxTables (for Secret mapping and conflicts).
     pub store: Store<BoxTable>,
     /// Publishes events.
-    pub recorder: Recorder,
+    pub events: super::events::Publisher,
     /// Prometheus metrics.
     pub metrics: Arc<Metrics>,
     /// Per-object retry timing.

@@ -1,8 +1,12 @@
 //! Events (events.k8s.io/v1) on transitions only: a status that did not change its Ready reason
 //! or lock state publishes nothing.
 
-use kube::Resource;
-use kube::runtime::events::{Event, EventType, Recorder};
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use kube::api::{Api, PostParams};
+use kube::{Client, Resource};
+
+use super::context::CONTROLLER_NAME;
 
 use crate::crd::{BoxTable, BoxTableStatus, LockState};
 use crate::migrate::{Outcome, Plan};
@@ -159,22 +163,63 @@ fn action_for(reason: Reason) -> &'static str {
     }
 }
 
-/// Publishes `transitions` for `bt`; failures are logged, never fatal.
-pub async fn publish(recorder: &Recorder, bt: &BoxTable, transitions: Vec<Transition>) {
-    let reference = bt.object_ref(&());
-    for t in transitions {
+/// Publishes the operator's events: one `create` per event, as `boxtable-operator` and this
+/// replica's instance name.
+///
+/// It keeps nothing. kube-runtime's `Recorder` keeps every event it published for six minutes, to
+/// count a repeat into the first event's series; its key is the object reference, resourceVersion
+/// included. An event here always comes with a status write, which gives the object a new
+/// resourceVersion, so no key ever matched twice: the cache only held one event per BoxTable
+/// (10,000 of them at scale) and was scanned on every publish.
+#[derive(Clone)]
+pub struct Publisher {
+    client: Client,
+    instance: String,
+}
+
+impl Publisher {
+    /// A publisher reporting as `instance` (the replica's name).
+    pub fn new(client: Client, instance: String) -> Self {
+        Self { client, instance }
+    }
+
+    async fn publish_one(&self, bt: &BoxTable, t: &Transition) -> Result<(), kube::Error> {
+        let regarding = bt.object_ref(&());
+        let namespace = regarding.namespace.clone().unwrap_or_default();
+        let now = jiff::Timestamp::now();
+        // Unique per object and moment, as the API server needs a name for every create.
+        let name = format!(
+            "{}.{:x}",
+            regarding.name.as_deref().unwrap_or(CONTROLLER_NAME),
+            now.as_nanosecond()
+        );
         let event = Event {
-            type_: if t.warning {
-                EventType::Warning
-            } else {
-                EventType::Normal
+            metadata: ObjectMeta {
+                name: Some(name),
+                namespace: Some(namespace.clone()),
+                ..ObjectMeta::default()
             },
-            reason: t.reason.as_str().to_owned(),
+            event_time: Some(MicroTime(now)),
+            type_: Some(if t.warning { "Warning" } else { "Normal" }.to_owned()),
+            reason: Some(t.reason.as_str().to_owned()),
+            action: Some(t.action.to_owned()),
             note: Some(crate::report::truncate(&t.note, EVENT_NOTE_MAX_BYTES)),
-            action: t.action.to_owned(),
-            secondary: None,
+            regarding: Some(regarding),
+            reporting_controller: Some(CONTROLLER_NAME.to_owned()),
+            reporting_instance: Some(self.instance.clone()),
+            ..Event::default()
         };
-        if let Err(error) = recorder.publish(&event, &reference).await {
+        Api::<Event>::namespaced(self.client.clone(), &namespace)
+            .create(&PostParams::default(), &event)
+            .await
+            .map(drop)
+    }
+}
+
+/// Publishes `transitions` for `bt`; failures are logged, never fatal.
+pub async fn publish(events: &Publisher, bt: &BoxTable, transitions: Vec<Transition>) {
+    for t in transitions {
+        if let Err(error) = events.publish_one(bt, &t).await {
             tracing::warn!(error = %crate::report::chain(&error), reason = %t.reason, "publishing event failed");
         }
     }

@@ -25,7 +25,6 @@ use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
 use kube::runtime::controller::{self, Controller};
-use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
@@ -161,11 +160,7 @@ pub async fn run(
         });
     }
 
-    let reporter = Reporter {
-        controller: CONTROLLER_NAME.to_owned(),
-        instance: Some(settings.instance.clone()),
-    };
-    let recorder = Recorder::new(client.clone(), reporter);
+    let publisher = events::Publisher::new(client.clone(), settings.instance.clone());
     // One pool for every namespace scope: passes of all scopes share a database's sessions.
     let sessions = Arc::new(crate::db::SessionPool::with_events(
         settings.sessions,
@@ -228,7 +223,7 @@ pub async fn run(
         let ctx = Arc::new(Context {
             client: client.clone(),
             store: store.clone(),
-            recorder: recorder.clone(),
+            events: publisher.clone(),
             metrics: metrics.clone(),
             backoff: backoff::Backoff::new(settings.retry_base),
             schedule: schedule.clone(),

@@ -274,7 +274,7 @@ async fn migrate(
         Ok(outcome) => {
             if let Some(note) = crate::status::replanned(pass.written.as_ref(), &outcome) {
                 tracing::info!(table = %plan.table(), note, "re-planned after un-suspending");
-                events::publish(&ctx.recorder, pass.bt, vec![events::replanned(plan, note)]).await;
+                events::publish(&ctx.events, pass.bt, vec![events::replanned(plan, note)]).await;
             }
             if let Some(lock) = &outcome.lock {
                 ctx.metrics.record_lock(LockOutcome::Acquired, lock.waited);
@@ -296,7 +296,7 @@ async fn migrate(
             if outcome.lock_lost_after_commit {
                 ctx.metrics.record_lock_lost_after_commit();
                 events::publish(
-                    &ctx.recorder,
+                    &ctx.events,
                     pass.bt,
                     vec![events::lock_lost_after_commit(plan, &outcome)],
                 )

@@ -147,7 +147,7 @@ impl<'a> Pass<'a> {
                 source,
             })?;
         let transitions = events::transitions(self.written.as_ref(), &desired);
-        events::publish(&self.ctx.recorder, self.bt, transitions).await;
+        events::publish(&self.ctx.events, self.bt, transitions).await;
         self.written = Some(desired);
         Ok(())
     }

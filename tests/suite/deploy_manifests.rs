@@ -66,13 +66,12 @@ const CLUSTER_GRANTS: &[Grant] = &[
         names: &[],
         verbs: &["get", "list", "watch", "patch"],
     },
-    // create: the events Recorder publishes an events.k8s.io/v1 Event on each transition
-    // patch: the Recorder bumps the series count of an Event it already published
+    // create: an events.k8s.io/v1 Event on each transition (never updated afterwards)
     Grant {
         group: "events.k8s.io",
         resource: "events",
         names: &[],
-        verbs: &["create", "patch"],
+        verbs: &["create"],
     },
 ];
 

@@ -106,8 +106,8 @@ the call that needs it). */}}
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["get", "list", "watch", "patch"]
-# Publish events.k8s.io/v1 events on transitions (patch updates a repeated event's series).
+# Publish an events.k8s.io/v1 event on each transition (one create each; never updated).
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
-  verbs: ["create", "patch"]
+  verbs: ["create"]
 {{- end -}}
