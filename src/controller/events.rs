@@ -168,8 +168,9 @@ fn action_for(reason: Reason) -> &'static str {
 ///
 /// It keeps nothing. kube-runtime's `Recorder` keeps every event it published for six minutes, to
 /// count a repeat into the first event's series; its key is the object reference, resourceVersion
-/// included. An event here always comes with a status write, which gives the object a new
-/// resourceVersion, so no key ever matched twice: the cache only held one event per BoxTable
+/// included. An event here comes with a status write, which gives the object a new
+/// resourceVersion, or is a deletion's last word (the table dropped or kept, just before the
+/// finalizer goes), so no key ever matched twice: the cache only held one event per BoxTable
 /// (10,000 of them at scale) and was scanned on every publish.
 #[derive(Clone)]
 pub struct Publisher {
