@@ -8,7 +8,14 @@
 //! whole object as `kubectl apply` last sent it). Both are dropped before an object enters a
 //! cache; a write never sends them (status goes out by server-side apply of a fresh value).
 
+use futures::Stream;
 use kube::ResourceExt;
+use kube::api::Api;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+
+use super::secrets::SecretMetadata;
+use crate::crd::BoxTable;
 
 /// The annotation `kubectl apply` (client-side) keeps its last request in.
 pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
@@ -17,6 +24,42 @@ pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration
 pub fn prune<K: ResourceExt>(object: &mut K) {
     object.managed_fields_mut().clear();
     object.annotations_mut().remove(LAST_APPLIED);
+}
+
+/// The controller's watch of BoxTables, as `Controller::new` builds it but with every object
+/// pruned before it is stored: the store, and the stream of objects applied to it (the
+/// controller's trigger; retried with the controller's own backoff).
+pub fn boxtables(
+    api: Api<BoxTable>,
+) -> (
+    Store<BoxTable>,
+    impl Stream<Item = Result<BoxTable, watcher::Error>> + Send + 'static,
+) {
+    let (store, writer) = reflector::store();
+    let events = reflector::reflector(
+        writer,
+        watcher(api, watcher::Config::default().any_semantic()).modify(prune::<BoxTable>),
+    )
+    .applied_objects();
+    (store, events)
+}
+
+/// The metadata-only watch of Secrets (`config` may select by label), pruned before storing:
+/// the store, and the stream of Secrets that changed, with the default backoff.
+pub fn secret_metadata(
+    api: Api<SecretMetadata>,
+    config: watcher::Config,
+) -> (
+    Store<SecretMetadata>,
+    impl Stream<Item = Result<SecretMetadata, watcher::Error>> + Send + 'static,
+) {
+    let (store, writer) = reflector::store();
+    let events = watcher(api, config)
+        .default_backoff()
+        .modify(prune::<SecretMetadata>)
+        .reflect(writer)
+        .touched_objects();
+    (store, events)
 }
 
 #[cfg(test)]

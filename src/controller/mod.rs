@@ -25,8 +25,8 @@ use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
 use kube::runtime::controller::{self, Controller};
-use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use tokio_util::sync::CancellationToken;
 
@@ -188,15 +188,8 @@ pub async fn run(
                 Api::<secrets::SecretMetadata>::all(client.clone()),
             ),
         };
-        // The controller's own watch, as Controller::new builds it, but caching each BoxTable
-        // without what no pass reads (see `cache`).
-        let (store, writer) = reflector::store();
-        let boxtable_events = reflector::reflector(
-            writer,
-            watcher(boxtables, watcher::Config::default().any_semantic())
-                .modify(cache::prune::<BoxTable>),
-        )
-        .applied_objects();
+        // Both caches keep each object without what no pass reads (see `cache`).
+        let (store, boxtable_events) = cache::boxtables(boxtables);
         let controller = Controller::for_stream(boxtable_events, store.clone());
         metrics.count_objects(Arc::new(CachedBoxTables(store.clone())));
         let schedule = Arc::new(schedule::Schedule::default());
@@ -205,16 +198,11 @@ pub async fn run(
         let secret_holds = holds.clone();
         // Secrets by metadata only (no data, so unrelated Secrets cost little memory and the
         // operator never receives their contents); a referenced one is read when a pass uses it.
-        let (watched_secrets, secret_writer) = reflector::store();
         let mut secret_watch = watcher::Config::default().any_semantic();
         if let Some(selector) = &settings.secret_label_selector {
             secret_watch = secret_watch.labels(selector);
         }
-        let secret_events = watcher(secrets, secret_watch)
-            .default_backoff()
-            .modify(cache::prune::<secrets::SecretMetadata>)
-            .reflect(secret_writer)
-            .touched_objects();
+        let (watched_secrets, secret_events) = cache::secret_metadata(secrets, secret_watch);
         let reader = Arc::new(secrets::SecretReader::new(
             client.clone(),
             watched_secrets,

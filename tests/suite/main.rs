@@ -16,6 +16,7 @@ mod cli_migrate;
 mod cli_migrate_strict;
 mod cli_plan;
 mod controller;
+mod controller_cache;
 mod controller_deletion;
 mod controller_drift;
 mod controller_pending;
