@@ -77,11 +77,14 @@ pub enum Reason {
     /// Un-suspended, the run found the table changed since the pending plan was shown and ran
     /// what it found instead.
     Replanned,
+    /// The BoxTable took over a table whose ownership record named another BoxTable that no
+    /// longer exists, or one the user asked to adopt from (an event only).
+    TakenOver,
 }
 
 impl Reason {
     /// Every reason, for tests and for pre-registering metric labels.
-    pub const ALL: [Reason; 33] = [
+    pub const ALL: [Reason; 34] = [
         Reason::UpToDate,
         Reason::Migrated,
         Reason::AheadOfOperator,
@@ -115,6 +118,7 @@ impl Reason {
         Reason::Drifted,
         Reason::NoDrift,
         Reason::Replanned,
+        Reason::TakenOver,
     ];
 
     /// The PascalCase string used in conditions, events and metrics.
@@ -153,6 +157,7 @@ impl Reason {
             Reason::Drifted => "Drifted",
             Reason::NoDrift => "NoDrift",
             Reason::Replanned => "Replanned",
+            Reason::TakenOver => "TakenOver",
         }
     }
 
@@ -206,6 +211,7 @@ impl Reason {
                 | Reason::Drifted
                 | Reason::NoDrift
                 | Reason::Replanned
+                | Reason::TakenOver
         )
     }
 
