@@ -88,24 +88,106 @@ async fn prefer_falls_back_to_plain_tcp_when_the_server_has_no_tls() {
 }
 
 #[tokio::test]
-async fn require_against_a_server_without_tls_is_a_clear_connection_failure() {
+async fn tls_required_of_a_server_without_tls_stalls_naming_the_mode_asked_for_in_either_form() {
     let (user, pw, host, port, db) = parts();
+    let cases = [
+        (
+            format!("postgres://{user}:{pw}@{host}:{port}/{db}?sslmode=verify-full"),
+            "verify-full",
+        ),
+        (
+            format!(
+                "Host={host};Port={port};Database={db};Username={user};Password=\"{pw}\";SSL Mode=VerifyFull"
+            ),
+            "verify-full",
+        ),
+        (
+            format!(
+                "host={host} port={port} dbname={db} user={user} password='{pw}' sslmode=verify-ca"
+            ),
+            "verify-ca",
+        ),
+        (
+            format!(
+                "Host={host};Port={port};Database={db};Username={user};Password=\"{pw}\";SSL Mode=VerifyCA"
+            ),
+            "verify-ca",
+        ),
+        (
+            format!(
+                "Host={host};Port={port};Database={db};Username={user};Password=\"{pw}\";SSL Mode=Require"
+            ),
+            "require",
+        ),
+    ];
+    for (connection_string, mode) in cases {
+        let err = connect(&connection_string, "t").await.err().unwrap();
+        assert!(
+            matches!(err, ConnectError::TlsUnavailable { .. }),
+            "{mode}: {err:?}"
+        );
+        assert_eq!(err.reason(), Reason::TlsFailed);
+        assert!(err.reason().is_stalled());
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "PostgreSQL at {host}:{port} does not offer TLS, which the connection string \
+                 requires (sslmode={mode}): enable TLS on the server, or set sslmode to prefer or \
+                 disable"
+            )
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_database_that_does_not_exist_stalls_naming_the_database_and_the_key() {
+    let (user, pw, host, port, _) = parts();
+    for connection_string in [
+        format!("postgres://{user}:{pw}@{host}:{port}/no_such_db?sslmode=disable"),
+        format!("Host={host};Port={port};Database=no_such_db;Username={user};Password=\"{pw}\""),
+    ] {
+        let err = connect(&connection_string, "t").await.err().unwrap();
+        assert!(
+            matches!(err, ConnectError::DatabaseNotFound { .. }),
+            "{err:?}"
+        );
+        assert_eq!(err.reason(), Reason::DatabaseNotFound);
+        assert!(err.reason().is_stalled());
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "database \"no_such_db\" does not exist on PostgreSQL at {host}:{port}: correct \
+                 dbname (Database in the Npgsql form) in the connection string, or create the \
+                 database"
+            )
+        );
+        assert!(!format!("{err} {err:?}").contains(&pw));
+    }
+}
+
+#[tokio::test]
+async fn a_connection_string_without_the_password_the_server_asks_for_stalls_saying_so() {
+    let (user, _, host, port, db) = parts();
     let err = connect(
-        &format!("postgres://{user}:{pw}@{host}:{port}/{db}?sslmode=require"),
+        &format!("Host={host};Port={port};Database={db};Username={user}"),
         "t",
     )
     .await
     .err()
     .unwrap();
-    assert!(matches!(err, ConnectError::Tls { .. }), "{err:?}");
-    assert_eq!(err.reason(), Reason::ConnectionFailed);
+    assert!(
+        matches!(err, ConnectError::PasswordMissing { .. }),
+        "{err:?}"
+    );
+    assert_eq!(err.reason(), Reason::AuthenticationFailed);
+    assert!(err.reason().is_stalled());
     assert_eq!(
         err.to_string(),
-        format!("tls handshake with PostgreSQL at {host}:{port} failed (sslmode=require)")
+        format!(
+            "PostgreSQL at {host}:{port} asked {user} for a password and the connection string has \
+             none: add it (key password, or Password in the Npgsql form)"
+        )
     );
-    let chain = std::error::Error::source(&err)
-        .map(|s| format!("{s}: {:?}", s.source().map(ToString::to_string)));
-    assert!(chain.unwrap().contains("server does not support TLS"));
 }
 
 #[tokio::test]
