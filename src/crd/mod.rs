@@ -9,7 +9,7 @@ use kube::{CustomResource, CustomResourceExt};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::duration::DURATION_PATTERN;
+use crate::duration::{self, MAX_DDL_TIMEOUT, MAX_LOCK_TIMEOUT};
 use crate::ident::{IDENT_PATTERN, MAX_IDENT_BYTES};
 
 /// The box, payload and history scope a spec names are the migration core's own types.
@@ -302,13 +302,8 @@ pub struct LockSpec {
     /// BoxTable stalls with `LockTimeout`, naming the session holding the lock.
     #[serde(default = "default_lock_timeout")]
     #[schemars(
-        regex(pattern = DURATION_PATTERN),
         length(max = MAX_DURATION_TEXT),
-        extend("x-kubernetes-validations" = [{
-            "rule": "duration(self) <= duration('1h')",
-            "message": "lock.timeout must be at most 1h",
-            "messageExpression": "'duration \"' + self + '\" is longer than the maximum of 1h'"
-        }])
+        extend("x-kubernetes-validations" = duration::cel_rules(MAX_LOCK_TIMEOUT))
     )]
     pub timeout: String,
 }
@@ -337,13 +332,8 @@ pub struct DdlSpec {
     /// duration form, like `5s`; at most `24h`. Not the advisory-lock wait (`lock.timeout`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(
-        regex(pattern = DURATION_PATTERN),
         length(max = MAX_DURATION_TEXT),
-        extend("x-kubernetes-validations" = [{
-            "rule": "duration(self) <= duration('24h')",
-            "message": "ddl.lockTimeout must be at most 24h",
-            "messageExpression": "'duration \"' + self + '\" is longer than the maximum of 24h'"
-        }])
+        extend("x-kubernetes-validations" = duration::cel_rules(MAX_DDL_TIMEOUT))
     )]
     pub lock_timeout: Option<String>,
     /// PostgreSQL `statement_timeout` for the DDL statements: how long one statement may run.
@@ -351,13 +341,8 @@ pub struct DdlSpec {
     /// migration back.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(
-        regex(pattern = DURATION_PATTERN),
         length(max = MAX_DURATION_TEXT),
-        extend("x-kubernetes-validations" = [{
-            "rule": "duration(self) <= duration('24h')",
-            "message": "ddl.statementTimeout must be at most 24h",
-            "messageExpression": "'duration \"' + self + '\" is longer than the maximum of 24h'"
-        }])
+        extend("x-kubernetes-validations" = duration::cel_rules(MAX_DDL_TIMEOUT))
     )]
     pub statement_timeout: Option<String>,
 }

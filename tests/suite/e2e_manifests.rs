@@ -133,17 +133,17 @@ const REFUSALS: &[Refusal] = &[
     Refusal {
         what: "a lock wait of 2h",
         spec: "  lock:\n    timeout: 2h\n",
-        message: "spec.lock.timeout: Invalid value: \"2h\": duration \"2h\" is longer than the maximum of 1h",
+        message: "spec.lock.timeout: Invalid value: \"2h\": must be at most 1h",
     },
     Refusal {
         what: "a DDL lock timeout of 25h",
         spec: "  ddl:\n    lockTimeout: 25h\n",
-        message: "spec.ddl.lockTimeout: Invalid value: \"25h\": duration \"25h\" is longer than the maximum of 24h",
+        message: "spec.ddl.lockTimeout: Invalid value: \"25h\": must be at most 24h",
     },
     Refusal {
         what: "a DDL statement timeout of 25h",
         spec: "  ddl:\n    statementTimeout: 25h\n",
-        message: "spec.ddl.statementTimeout: Invalid value: \"25h\": duration \"25h\" is longer than the maximum of 24h",
+        message: "spec.ddl.statementTimeout: Invalid value: \"25h\": must be at most 24h",
     },
     Refusal {
         what: "a Secret name that is not a DNS subdomain",
@@ -185,6 +185,70 @@ fn invalid_boxtables_are_refused_at_apply_time_with_the_servers_messages() {
             "{}: the server said:\n{err}",
             case.what
         );
+    }
+}
+
+/// Lock waits with a mistake, and the one message each draws, from the server and from `migrate`.
+const BAD_LOCK_TIMEOUTS: [(&str, &str); 4] = [
+    (
+        "30 s",
+        "spec.lock.timeout: Invalid value: \"30 s\": must be a duration of whole numbers with \
+         units h, m, s, ms in that order, like 30s, 1m30s or 500ms",
+    ),
+    (
+        "1d",
+        "spec.lock.timeout: Invalid value: \"1d\": must be a duration of whole numbers with \
+         units h, m, s, ms in that order, like 30s, 1m30s or 500ms",
+    ),
+    (
+        "999999999h",
+        "spec.lock.timeout: Invalid value: \"999999999h\": must be at most 1h",
+    ),
+    (
+        "61m",
+        "spec.lock.timeout: Invalid value: \"61m\": must be at most 1h",
+    ),
+];
+
+#[test]
+fn a_bad_lock_timeout_draws_one_message_and_the_same_one_from_the_server_and_from_migrate() {
+    let plane = control_plane();
+    let ns = plane.create_namespace("durations");
+    let dir = tempfile::tempdir().unwrap();
+    for (i, (timeout, message)) in BAD_LOCK_TIMEOUTS.iter().enumerate() {
+        let name = format!("bad-timeout-{i}");
+        let manifest = boxtable(&ns, &name, &format!("  lock:\n    timeout: {timeout:?}\n"));
+
+        let out = plane.kubectl_as(
+            &plane.admin_kubeconfig,
+            &["create", "--dry-run=server", "-f", "-"],
+            Some(&manifest),
+        );
+        assert!(!out.status.success(), "{timeout:?} was accepted");
+        let server = stderr(&out);
+        let server_says = server
+            .split_once(&format!("\"{name}\" is invalid: "))
+            .map(|(_, causes)| causes.trim_end())
+            .unwrap_or_else(|| panic!("{timeout:?}: the server said:\n{server}"));
+
+        let file = dir.path().join(format!("{name}.yaml"));
+        std::fs::write(&file, &manifest).unwrap();
+        let run = std::process::Command::new(support::e2e::operator_binary())
+            .args(["migrate", "-f"])
+            .arg(&file)
+            .env_remove("DATABASE_URL")
+            .output()
+            .unwrap();
+        assert_eq!(run.status.code(), Some(1), "{timeout:?}");
+        let migrate = stderr(&run);
+        let migrate_says = migrate
+            .lines()
+            .find_map(|l| l.split_once(&format!("(BoxTable {ns}/{name}): ")))
+            .map(|(_, errors)| errors)
+            .unwrap_or_else(|| panic!("{timeout:?}: migrate said:\n{migrate}"));
+
+        assert_eq!(server_says, *message, "{timeout:?}: the server");
+        assert_eq!(migrate_says, *message, "{timeout:?}: migrate");
     }
 }
 
