@@ -6,6 +6,7 @@ use boxtable_operator::db::{ConnectError, ConnectionSettings, Session};
 use boxtable_operator::reason::Reason;
 
 use crate::support;
+use crate::support::reliability::cluster::Cluster;
 
 /// The pieces of `DATABASE_URL`: (user, password, host, port, dbname).
 fn parts() -> (String, String, String, u16, String) {
@@ -134,6 +135,50 @@ async fn tls_required_of_a_server_without_tls_stalls_naming_the_mode_asked_for_i
                 "PostgreSQL at {host}:{port} does not offer TLS, which the connection string \
                  requires (sslmode={mode}): enable TLS on the server, or set sslmode to prefer or \
                  disable"
+            )
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_server_certificate_that_fails_verification_stalls_and_require_still_encrypts() {
+    let cluster = Cluster::primary_with_tls();
+    let port = cluster.port;
+    let url = |mode: &str| format!("postgres://postgres@127.0.0.1:{port}/postgres?sslmode={mode}");
+
+    let session = connect(&url("require"), "t").await.unwrap();
+    let ssl: bool = session
+        .client()
+        .query_one(
+            "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(ssl, "require encrypts without verifying");
+
+    // Signed by no CA the client knows; with its own certificate as the CA, it still does not
+    // name 127.0.0.1.
+    let certificate = cluster.certificate();
+    for (mode, ca) in [
+        ("verify-ca", None),
+        ("verify-full", None),
+        ("verify-full", Some(certificate.as_slice())),
+    ] {
+        let settings = ConnectionSettings::parse(&url(mode)).unwrap();
+        let err = Session::connect(&settings, ca, "t").await.err().unwrap();
+        assert!(
+            matches!(err, ConnectError::TlsCertificate { .. }),
+            "{mode}: {err:?}"
+        );
+        assert_eq!(err.reason(), Reason::TlsFailed);
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "the certificate of PostgreSQL at 127.0.0.1:{port} failed verification \
+                 (sslmode={mode}): check the CA bundle (the Secret's ca.crt) and that the \
+                 certificate names the host"
             )
         );
     }

@@ -84,12 +84,11 @@ pub(super) fn refuse_unknown(
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ' ');
     let lower = text.to_lowercase();
-    let overlaps_password = entries.iter().any(|e| {
-        let password = e.value.to_lowercase();
-        e.key == Key::Password
-            && !password.is_empty()
-            && (password.contains(&lower) || lower.contains(&password))
-    });
+    let overlaps_password = entries
+        .iter()
+        .filter(|e| e.key == Key::Password && !e.value.is_empty())
+        .map(|e| e.value.to_lowercase())
+        .any(|password| password.contains(&lower) || lower.contains(&password));
     let shown = key_shaped && !unknown.after_bare_password && !overlaps_password;
     Err(ConnStrError::UnknownKey {
         form,
