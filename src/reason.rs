@@ -50,6 +50,9 @@ pub enum Reason {
     TableMissing,
     /// The table's payload column type differs from the requested payload mode.
     PayloadMismatch,
+    /// The replay index's name (Brighter's, cut by PostgreSQL to 63 bytes) is already taken in the
+    /// table's schema, by another table's index or another relation.
+    IndexNameConflict,
     /// The spec is valid to the schema but inconsistent (for example `Json` payload on an outbox).
     InvalidSpec,
     /// Another BoxTable already manages the same database table.
@@ -81,7 +84,7 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason, for tests and for pre-registering metric labels.
-    pub const ALL: [Reason; 33] = [
+    pub const ALL: [Reason; 34] = [
         Reason::UpToDate,
         Reason::Migrated,
         Reason::AheadOfOperator,
@@ -103,6 +106,7 @@ impl Reason {
         Reason::UnknownSchemaVersion,
         Reason::TableMissing,
         Reason::PayloadMismatch,
+        Reason::IndexNameConflict,
         Reason::InvalidSpec,
         Reason::TableConflict,
         Reason::Suspended,
@@ -141,6 +145,7 @@ impl Reason {
             Reason::UnknownSchemaVersion => "UnknownSchemaVersion",
             Reason::TableMissing => "TableMissing",
             Reason::PayloadMismatch => "PayloadMismatch",
+            Reason::IndexNameConflict => "IndexNameConflict",
             Reason::InvalidSpec => "InvalidSpec",
             Reason::TableConflict => "TableConflict",
             Reason::Suspended => "Suspended",
@@ -177,6 +182,7 @@ impl Reason {
                 | Reason::UnknownSchemaVersion
                 | Reason::TableMissing
                 | Reason::PayloadMismatch
+                | Reason::IndexNameConflict
                 | Reason::InvalidSpec
                 | Reason::TableConflict
                 | Reason::DropBlocked

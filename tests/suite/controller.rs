@@ -556,3 +556,36 @@ async fn only_a_drop_boxtable_carries_the_finalizer_and_it_follows_the_policy() 
     h.wait_gone("orders").await;
     assert!(h.table_exists("public.outbox").await);
 }
+
+#[tokio::test]
+async fn a_table_whose_replay_index_name_another_table_holds_stalls_naming_both_and_creates_nothing()
+ {
+    let h = Harness::start().await;
+    // 61-byte names: Brighter's idx_<table>_causationid is cut by PostgreSQL to the same 63 bytes.
+    let stem = "order_events_of_the_shop_for_every_tenant_and_every_regions";
+    let (first, second) = (format!("{stem}_a"), format!("{stem}_b"));
+    h.apply(boxtable("first").table(&first)).await;
+    h.wait_ready("first").await;
+
+    h.apply(boxtable("second").table(&second)).await;
+    let bt = h.wait_stalled("second", "IndexNameConflict").await;
+
+    let message = &condition(bt.status.as_ref().unwrap(), "Ready")
+        .unwrap()
+        .message;
+    assert!(
+        message.contains(&format!("replay index of public.{second}"))
+            && message.contains(&format!("of table public.{first}")),
+        "the message names both tables: {message}"
+    );
+    assert!(!h.table_exists(&format!("public.{second}")).await);
+    assert!(h.history_versions("public", &second).await.is_empty());
+    wait_until("a Warning event naming the conflict", || async {
+        h.events("second").await.iter().any(|e| {
+            e.reason.as_deref() == Some("IndexNameConflict")
+                && e.type_.as_deref() == Some("Warning")
+        })
+    })
+    .await;
+    assert!(is_ready(&h.get("first").await));
+}
