@@ -77,6 +77,10 @@ pub enum Reason {
     Drifted,
     /// The `Drifted` detail condition is False: the shape matches its recorded version.
     NoDrift,
+    /// The `Drifted` detail condition is Unknown: the last pass did not compare the table's shape
+    /// (it failed, stalled, waited, was suspended or is deleting); the message says why and what
+    /// the last comparison found.
+    NotChecked,
     /// Un-suspended, the run found the table changed since the pending plan was shown and ran
     /// what it found instead.
     Replanned,
@@ -84,7 +88,7 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason, for tests and for pre-registering metric labels.
-    pub const ALL: [Reason; 34] = [
+    pub const ALL: [Reason; 35] = [
         Reason::UpToDate,
         Reason::Migrated,
         Reason::AheadOfOperator,
@@ -118,6 +122,7 @@ impl Reason {
         Reason::Cancelled,
         Reason::Drifted,
         Reason::NoDrift,
+        Reason::NotChecked,
         Reason::Replanned,
     ];
 
@@ -157,6 +162,7 @@ impl Reason {
             Reason::Cancelled => "Cancelled",
             Reason::Drifted => "Drifted",
             Reason::NoDrift => "NoDrift",
+            Reason::NotChecked => "NotChecked",
             Reason::Replanned => "Replanned",
         }
     }
@@ -194,7 +200,7 @@ impl Reason {
     /// Whether this reason is a failure, counted in `boxtable_failures_total`. Progress and
     /// success are not, and neither are the states a user chose or is asked to decide:
     /// `Suspended`, `Deleting`, `DropBlocked` (waiting for consent), `TableKept`, `Dropped`, and
-    /// `Cancelled` (a shutdown), nor the reports `Drifted`, `NoDrift` and `Replanned`.
+    /// `Cancelled` (a shutdown), nor the reports `Drifted`, `NoDrift`, `NotChecked` and `Replanned`.
     pub fn is_failure(self) -> bool {
         !matches!(
             self,
@@ -211,6 +217,7 @@ impl Reason {
                 | Reason::Cancelled
                 | Reason::Drifted
                 | Reason::NoDrift
+                | Reason::NotChecked
                 | Reason::Replanned
         )
     }

@@ -41,12 +41,23 @@ fn ready(status: Option<&BoxTableStatus>) -> Option<(String, String, String)> {
     ))
 }
 
+/// What the `Drifted` condition says the last comparison of the shape found (an Unknown one
+/// carries the finding before it; see [`crate::status::last_drift_found`]).
 fn drifted(status: Option<&BoxTableStatus>) -> Option<(bool, String)> {
     let cond = status?
         .conditions
         .iter()
         .find(|c| c.type_ == crate::status::DRIFTED)?;
-    Some((cond.status == "True", cond.message.clone()))
+    crate::status::last_drift_found(cond).map(|(drifted, message)| (drifted, message.to_owned()))
+}
+
+/// Whether the `Drifted` condition in `status` is a comparison made by its pass (True or False),
+/// not an Unknown left by a pass that did not compare.
+fn drift_checked(status: &BoxTableStatus) -> bool {
+    status
+        .conditions
+        .iter()
+        .any(|c| c.type_ == crate::status::DRIFTED && c.status != "Unknown")
 }
 
 fn lock_state(status: Option<&BoxTableStatus>) -> Option<LockState> {
@@ -59,7 +70,7 @@ fn lock_state(status: Option<&BoxTableStatus>) -> Option<LockState> {
 pub fn transitions(before: Option<&BoxTableStatus>, after: &BoxTableStatus) -> Vec<Transition> {
     let mut out = Vec::new();
     let was_drifted = drifted(before).is_some_and(|(d, _)| d);
-    match drifted(Some(after)) {
+    match drifted(Some(after)).filter(|_| drift_checked(after)) {
         Some((true, message)) if !was_drifted => out.push(Transition {
             warning: true,
             reason: Reason::Drifted,
@@ -70,6 +81,8 @@ pub fn transitions(before: Option<&BoxTableStatus>, after: &BoxTableStatus) -> V
             warning: false,
             reason: Reason::NoDrift,
             action: "CheckDrift",
+    // A pass that did not compare the shape announces nothing; one that did is compared with the
+    // last finding, also across passes that did not (so a failure in between repeats nothing).
             note: message,
         }),
         _ => {}

@@ -153,3 +153,42 @@ async fn a_column_an_application_added_is_named_without_setting_drifted() {
 fn reason_of_ready(bt: &BoxTable) -> String {
     reason(bt.status.as_ref().unwrap()).to_owned()
 }
+
+#[tokio::test]
+async fn a_pass_that_stalls_before_the_shape_check_says_drift_is_unknown_not_that_there_is_none() {
+    let h = Harness::start().await;
+    h.apply(boxtable("orders").outbox()).await;
+    h.wait_for("orders", "Ready with Drifted=False", |bt| {
+        is_ready(bt) && drifted(bt).is_some_and(|(s, _, _)| s == "False")
+    })
+    .await;
+
+    // The payload column changed behind the operator's back: drift, and a payload that no longer
+    // matches the spec, which stalls the pass before it compares the shape.
+    h.sql()
+        .await
+        .batch_execute(
+            "ALTER TABLE public.outbox ALTER COLUMN body TYPE bytea USING convert_to(body, 'UTF8')",
+        )
+        .await
+        .unwrap();
+    let bt = h.wait_stalled("orders", "PayloadMismatch").await;
+    let (status, reason, message) = drifted(&bt).unwrap();
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("Unknown", "NotChecked"),
+        "{message}"
+    );
+    assert_eq!(
+        message,
+        "the table's shape was not checked in the last pass: the pass stopped at PayloadMismatch; \
+         the last check found no drift: public.outbox matches the shape of version 8"
+    );
+    assert!(
+        !h.events("orders")
+            .await
+            .iter()
+            .any(|e| e.reason.as_deref() == Some("NoDrift")),
+        "nothing announces a finding no pass made"
+    );
+}

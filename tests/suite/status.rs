@@ -741,7 +741,7 @@ fn a_suspended_status_shows_the_pending_plan_until_the_run_after_it_ends() {
 }
 
 #[test]
-fn a_drift_check_sets_the_drifted_condition_and_other_passes_keep_it() {
+fn a_drift_check_sets_the_drifted_condition_and_other_passes_say_they_did_not_check() {
     use boxtable_operator::migrate::drift::{Difference, DriftReport};
     let mut outcome = outcome(RunPath::UpToDate, 8, 8);
     outcome.drift = Some(DriftReport {
@@ -773,9 +773,11 @@ fn a_drift_check_sets_the_drifted_condition_and_other_passes_keep_it() {
         t(5),
     );
     assert_eq!(
-        condition(&failed, "Drifted"),
-        c,
-        "kept unchanged without a check"
+        unchecked.message,
+        format!(
+            "the table's shape was not checked in the last pass: the pass stopped at ConnectionFailed; the last check found drift: {}",
+            c.message
+        )
     );
 
     outcome.drift.as_mut().unwrap().differences.clear();
@@ -790,3 +792,10 @@ fn a_drift_check_sets_the_drifted_condition_and_other_passes_keep_it() {
     assert_eq!((c.status.as_str(), c.reason.as_str()), ("False", "NoDrift"));
     assert_eq!(c.last_transition_time.0, t(9));
 }
+    let unchecked = condition(&failed, "Drifted");
+    assert_eq!(
+        (unchecked.status.as_str(), unchecked.reason.as_str()),
+        ("Unknown", "NotChecked"),
+        "a pass without a check claims no finding"
+    );
+    assert_eq!(unchecked.last_transition_time.0, t(5));
