@@ -374,6 +374,51 @@ async fn a_create_publishes_one_migrated_event_and_a_no_op_resync_publishes_none
 }
 
 #[tokio::test]
+async fn every_migration_publishes_an_event_naming_the_table_and_its_versions() {
+    let h = Harness::start().await;
+    h.apply(boxtable("orders").target(3)).await;
+    h.wait_ready("orders").await;
+    let migrated = |note: &'static str| {
+        let h = &h;
+        move || async move {
+            h.events("orders").await.iter().any(|e| {
+                e.reason.as_deref() == Some("Migrated")
+                    && e.type_.as_deref() == Some("Normal")
+                    && e.note.as_deref() == Some(note)
+            })
+        }
+    };
+    wait_until(
+        "a Migrated event for the creation",
+        migrated("public.outbox created at version 3"),
+    )
+    .await;
+
+    // An upgrade keeps the Ready reason (Migrated), and is an event of its own.
+    h.patch_spec("orders", json!({"targetVersion": 6})).await;
+    h.wait_for("orders", "version 6", |bt| {
+        is_ready(bt) && bt.status.as_ref().unwrap().applied_version == Some(6)
+    })
+    .await;
+    wait_until(
+        "a Migrated event for the upgrade",
+        migrated("public.outbox migrated from version 3 to 6"),
+    )
+    .await;
+
+    // Passes that change nothing publish nothing.
+    let before = h.events("orders").await;
+    h.wait_for_passes(2).await;
+    let after = h.events("orders").await;
+    assert_eq!(before.len(), after.len(), "{after:#?}");
+    let migrations = after
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some("Migrated"))
+        .count();
+    assert_eq!(migrations, 2, "{after:#?}");
+}
+
+#[tokio::test]
 async fn a_no_op_resync_does_not_rewrite_the_status() {
     let h = Harness::start().await;
     h.apply(boxtable("orders")).await;
