@@ -60,6 +60,7 @@ pub(super) async fn cleanup(
             Some(&plan),
             &Observed::Deleting {
                 policy: DeletionPolicy::Drop,
+                managed_elsewhere: managed_elsewhere(bt),
             },
         )
         .await?;
@@ -209,6 +210,17 @@ fn already_deleting(pass: &Pass<'_>) -> bool {
         ready_reason,
         Some("Deleting" | "DropFailed" | "DropBlocked")
     ) || (waiting && ready_reason == Some("WaitingForLock"))
+}
+
+/// Whether the BoxTable's last pass stalled because another BoxTable manages its table: then its
+/// deletion is announced as keeping the table, which the drop's verdict is expected to confirm.
+fn managed_elsewhere(bt: &BoxTable) -> bool {
+    bt.status.as_ref().is_some_and(|status| {
+        status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == crate::status::READY && c.reason == Reason::TableConflict.as_str())
+    })
 }
 
 /// Whether the confirm-drop annotation names this table.

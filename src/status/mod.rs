@@ -65,6 +65,10 @@ pub enum Observed {
     Deleting {
         /// What deletion does to the table.
         policy: DeletionPolicy,
+        /// With `Drop`: the BoxTable's last pass found its table managed by another BoxTable
+        /// (`TableConflict`), so the deletion announces that it keeps the table rather than
+        /// that it drops it (the drop still decides under the lock, from the table's record).
+        managed_elsewhere: bool,
     },
     /// Another BoxTable (`namespace/name`) already manages the same table. Given up.
     Conflict {
@@ -201,8 +205,15 @@ pub fn desired_status(
                 ),
             }
         }
-        Observed::Deleting { policy } => {
+        Observed::Deleting {
+            policy,
+            managed_elsewhere,
+        } => {
             let message = match policy {
+                DeletionPolicy::Drop if *managed_elsewhere => format!(
+                    "keeping {shown}: another BoxTable manages it (this one stalled with {}), so this deletion does not drop it",
+                    Reason::TableConflict
+                ),
                 DeletionPolicy::Drop => format!("dropping {shown}"),
                 DeletionPolicy::Retain => {
                     format!("releasing {shown}; deletionPolicy Retain keeps the table")
@@ -235,17 +246,6 @@ pub fn desired_status(
     }
 }
 
-/// What a suspended status adds about its pending plan.
-fn pending_note(pending: Option<&crate::crd::PendingPlan>) -> String {
-    let Some(pending) = pending.filter(|p| !p.versions.is_empty()) else {
-        return String::new();
-    };
-    let versions: Vec<String> = pending
-        .versions
-        .iter()
-        .map(|v| v.version.to_string())
-        .collect();
-    format!(
 /// Why a pass that observed `observed` did not compare the table with the shape of its version
 /// (the `Drifted` condition says it, rather than keeping an older finding as if it were new).
 fn why_not_checked(observed: &Observed) -> String {
@@ -262,6 +262,17 @@ fn why_not_checked(observed: &Observed) -> String {
     }
 }
 
+/// What a suspended status adds about its pending plan.
+fn pending_note(pending: Option<&crate::crd::PendingPlan>) -> String {
+    let Some(pending) = pending.filter(|p| !p.versions.is_empty()) else {
+        return String::new();
+    };
+    let versions: Vec<String> = pending
+        .versions
+        .iter()
+        .map(|v| v.version.to_string())
+        .collect();
+    format!(
         "; setting suspend: false applies version{} {} (status.pending)",
         if versions.len() == 1 { "" } else { "s" },
         versions.join(", ")

@@ -113,7 +113,7 @@ async fn deleting_the_loser_of_a_conflict_keeps_the_winners_table_and_its_rows()
 
     assert!(h.table_exists("public.shared_outbox").await);
     assert_eq!(rows(&h, "public.shared_outbox").await, 1);
-    wait_for_event(
+    let events = wait_for_event(
         &h,
         "dup-outbox",
         "the deletion says the table was kept, and whose it is",
@@ -124,6 +124,17 @@ async fn deleting_the_loser_of_a_conflict_keeps_the_winners_table_and_its_rows()
         },
     )
     .await;
+    // Said from the start: the deletion never announced a drop it was not going to make.
+    assert!(
+        !events.iter().any(|(_, _, n)| n.contains("dropping")),
+        "{events:#?}"
+    );
+    assert!(
+        events.iter().any(|(r, t, n)| r == "Deleting"
+            && t == "Normal"
+            && n.starts_with("keeping public.shared_outbox: another BoxTable manages it")),
+        "{events:#?}"
+    );
     h.wait_for_passes(2).await;
     assert!(is_ready(&h.get("shared-outbox").await));
 }

@@ -102,9 +102,15 @@ fn every_observation() -> Vec<Observed> {
         },
         Observed::Deleting {
             policy: DeletionPolicy::Drop,
+            managed_elsewhere: false,
+        },
+        Observed::Deleting {
+            policy: DeletionPolicy::Drop,
+            managed_elsewhere: true,
         },
         Observed::Deleting {
             policy: DeletionPolicy::Retain,
+            managed_elsewhere: false,
         },
         Observed::Conflict {
             other: "shop/legacy-outbox".to_owned(),
@@ -221,6 +227,7 @@ fn deleting_with_drop_is_in_progress_and_names_the_table() {
     let plan = boxtable().table("scratch_outbox").plan();
     let observed = Observed::Deleting {
         policy: DeletionPolicy::Drop,
+        managed_elsewhere: false,
     };
     let status = desired_status(None, 2, Some(&plan), &observed, t(0));
     assert_eq!(kstatus(&status), IN_PROGRESS);
@@ -228,6 +235,24 @@ fn deleting_with_drop_is_in_progress_and_names_the_table() {
         ready(&status),
         ("Deleting", "dropping public.scratch_outbox")
     );
+}
+
+#[test]
+fn deleting_a_table_another_boxtable_manages_says_keeping_from_the_start() {
+    let plan = boxtable().table("scratch_outbox").plan();
+    let observed = Observed::Deleting {
+        policy: DeletionPolicy::Drop,
+        managed_elsewhere: true,
+    };
+    let status = desired_status(None, 2, Some(&plan), &observed, t(0));
+    assert_eq!(kstatus(&status), IN_PROGRESS);
+    let (reason, message) = ready(&status);
+    assert_eq!(reason, "Deleting");
+    assert!(
+        message.starts_with("keeping public.scratch_outbox: another BoxTable manages it"),
+        "{message}"
+    );
+    assert!(!message.contains("dropping"), "{message}");
 }
 
 // ---- done -----------------------------------------------------------------------------------
@@ -772,6 +797,12 @@ fn a_drift_check_sets_the_drifted_condition_and_other_passes_say_they_did_not_ch
         },
         t(5),
     );
+    let unchecked = condition(&failed, "Drifted");
+    assert_eq!(
+        (unchecked.status.as_str(), unchecked.reason.as_str()),
+        ("Unknown", "NotChecked"),
+        "a pass without a check claims no finding"
+    );
     assert_eq!(
         unchecked.message,
         format!(
@@ -779,6 +810,7 @@ fn a_drift_check_sets_the_drifted_condition_and_other_passes_say_they_did_not_ch
             c.message
         )
     );
+    assert_eq!(unchecked.last_transition_time.0, t(5));
 
     outcome.drift.as_mut().unwrap().differences.clear();
     let clean = desired_status(
@@ -792,10 +824,3 @@ fn a_drift_check_sets_the_drifted_condition_and_other_passes_say_they_did_not_ch
     assert_eq!((c.status.as_str(), c.reason.as_str()), ("False", "NoDrift"));
     assert_eq!(c.last_transition_time.0, t(9));
 }
-    let unchecked = condition(&failed, "Drifted");
-    assert_eq!(
-        (unchecked.status.as_str(), unchecked.reason.as_str()),
-        ("Unknown", "NotChecked"),
-        "a pass without a check claims no finding"
-    );
-    assert_eq!(unchecked.last_transition_time.0, t(5));
