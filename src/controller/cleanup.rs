@@ -223,11 +223,13 @@ fn managed_elsewhere(bt: &BoxTable) -> bool {
     })
 }
 
-/// Whether the confirm-drop annotation names this table.
+/// Whether the confirm-drop annotation names this table exactly as `status.table` shows it
+/// (`schema.table`, lowercase): no case folding, no trimming, so a value that only resembles the
+/// table never consents to destroying its data.
 fn consented(bt: &BoxTable, plan: &Plan) -> bool {
     bt.annotations()
         .get(CONFIRM_DROP_ANNOTATION)
-        .is_some_and(|v| v.trim().eq_ignore_ascii_case(&plan.table().to_string()))
+        .is_some_and(|v| *v == plan.table().to_string())
 }
 
 fn origin_text(origin: Origin) -> &'static str {

@@ -34,9 +34,10 @@ pub const PLURAL: &str = "boxtables";
 pub const CRD_NAME: &str = "boxtables.brighter.dev";
 /// The finalizer that lets `deletionPolicy: Drop` run before the object goes away.
 pub const FINALIZER: &str = "brighter.dev/cleanup";
-/// The annotation that consents to a Drop destroying data: its value must name the table
-/// (`schema.table`, as `status.table` shows it). Needed when the table holds rows or was adopted
-/// rather than created by the BoxTable.
+/// The annotation that consents to a Drop destroying data: its value must name the table exactly
+/// as `status.table` shows it (`schema.table`, lowercase; compared as written, without case
+/// folding or trimming). Needed when the table holds rows or was adopted rather than created by
+/// the BoxTable.
 pub const CONFIRM_DROP_ANNOTATION: &str = "brighter.dev/confirm-drop";
 /// The annotation that asks for a pass now: any new value (a timestamp, by convention) starts one
 /// at once and resets the retry backoff, as Flux's `reconcile.fluxcd.io/requestedAt` does.

@@ -140,6 +140,42 @@ async fn deleting_the_loser_of_a_conflict_keeps_the_winners_table_and_its_rows()
 }
 
 #[tokio::test]
+async fn consent_names_the_table_exactly_as_the_status_shows_it() {
+    let h = Harness::start().await;
+    h.apply(boxtable("scratch").table("scratch_outbox").drop_policy())
+        .await;
+    h.wait_ready("scratch").await;
+    insert_messages(&h, "public.scratch_outbox", 3, 0).await;
+    h.delete("scratch").await;
+    h.wait_stalled("scratch", "DropBlocked").await;
+
+    // Only the table's name as status.table shows it consents: not another case, not with spaces.
+    for resembling in [
+        "public.Scratch_Outbox",
+        "PUBLIC.SCRATCH_OUTBOX",
+        " public.scratch_outbox",
+        "public.scratch_outbox ",
+    ] {
+        h.annotate("scratch", CONFIRM, resembling).await;
+        h.wait_for_passes(2).await;
+        assert!(
+            is_stalled_with(&h.get("scratch").await, "DropBlocked"),
+            "{resembling:?} consented"
+        );
+        assert_eq!(
+            rows(&h, "public.scratch_outbox").await,
+            3,
+            "{resembling:?} consented"
+        );
+    }
+
+    h.annotate("scratch", CONFIRM, "public.scratch_outbox")
+        .await;
+    h.wait_gone("scratch").await;
+    assert!(!h.table_exists("public.scratch_outbox").await);
+}
+
+#[tokio::test]
 async fn a_boxtable_reaching_an_owned_table_through_another_secret_conflicts_and_its_drop_keeps_it()
 {
     let h = Harness::start().await;
