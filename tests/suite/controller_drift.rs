@@ -79,6 +79,16 @@ async fn a_dropped_replay_index_is_reported_as_drift_once_and_cleared_when_it_is
     assert!(is_ready(&bt), "drift leaves Ready as it is");
     assert_eq!(reason_of_ready(&bt), "Migrated");
     wait_for_gauge(&h, 1).await;
+    // `kubectl get -o wide` shows it beside READY; the default listing stays as narrow as it was.
+    assert_eq!(
+        get_column(&h, &["-o", "wide"], "DRIFTED"),
+        Some("True".to_owned())
+    );
+    assert_eq!(
+        get_column(&h, &["-o", "wide"], "READY"),
+        Some("True".to_owned())
+    );
+    assert_eq!(get_column(&h, &[], "DRIFTED"), None);
 
     // Further resyncs find the same drift: no new event, nothing repaired.
     h.wait_for_passes(3).await;
@@ -148,6 +158,19 @@ async fn a_column_an_application_added_is_named_without_setting_drifted() {
             .iter()
             .any(|e| e.reason.as_deref() == Some("Drifted"))
     );
+}
+
+/// The value `kubectl get boxtable orders <args>` prints in column `column` (`None` when it has no
+/// such column). Every column before MESSAGE is one word.
+fn get_column(h: &Harness, args: &[&str], column: &str) -> Option<String> {
+    let mut command = vec!["-n", h.namespace.as_str(), "get", "boxtable", "orders"];
+    command.extend_from_slice(args);
+    let out = h.plane.kubectl_admin(&command, None).unwrap();
+    let mut lines = out.lines();
+    let header: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    let row: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    let at = header.iter().position(|c| *c == column)?;
+    Some(row[at].to_owned())
 }
 
 fn reason_of_ready(bt: &BoxTable) -> String {
