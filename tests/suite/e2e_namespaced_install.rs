@@ -245,7 +245,7 @@ async fn the_operator_runs_with_only_the_namespaced_roles_and_cannot_read_other_
 }
 
 /// The `kubectl create namespace <ns>` commands in `text` (comment markers and line wraps
-/// ignored), before the command that applies the example.
+/// ignored), before the (last) command that applies the example.
 fn namespaces_created_before_the_apply(text: &str) -> BTreeSet<String> {
     let flat = text
         .lines()
@@ -253,9 +253,8 @@ fn namespaces_created_before_the_apply(text: &str) -> BTreeSet<String> {
         .collect::<Vec<_>>()
         .join(" ");
     let before = flat
-        .split("kubectl apply -k examples/namespaced-install/")
-        .next()
-        .unwrap_or_default();
+        .rsplit_once("kubectl apply -k examples/namespaced-install/")
+        .map_or("", |(before, _)| before);
     before
         .split("kubectl create namespace ")
         .skip(1)
