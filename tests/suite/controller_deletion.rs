@@ -157,7 +157,16 @@ async fn consent_names_the_table_exactly_as_the_status_shows_it() {
         "public.scratch_outbox ",
     ] {
         h.annotate("scratch", CONFIRM, resembling).await;
-        h.wait_for_passes(2).await;
+        // Two passes, or the object gone: a consent that was taken ends the deletion.
+        let target = h.reconciles() + 2;
+        wait_until("two more passes, or the BoxTable gone", || async {
+            h.reconciles() >= target || h.boxtables().get_opt("scratch").await.unwrap().is_none()
+        })
+        .await;
+        assert!(
+            h.boxtables().get_opt("scratch").await.unwrap().is_some(),
+            "{resembling:?} consented: the table was dropped"
+        );
         assert!(
             is_stalled_with(&h.get("scratch").await, "DropBlocked"),
             "{resembling:?} consented"
