@@ -84,11 +84,14 @@ pub enum Reason {
     /// Un-suspended, the run found the table changed since the pending plan was shown and ran
     /// what it found instead.
     Replanned,
+    /// The BoxTable took over a table whose ownership record named another BoxTable that no
+    /// longer exists, or one the user asked to adopt from (an event only).
+    TakenOver,
 }
 
 impl Reason {
     /// Every reason, for tests and for pre-registering metric labels.
-    pub const ALL: [Reason; 35] = [
+    pub const ALL: [Reason; 36] = [
         Reason::UpToDate,
         Reason::Migrated,
         Reason::AheadOfOperator,
@@ -124,6 +127,7 @@ impl Reason {
         Reason::NoDrift,
         Reason::NotChecked,
         Reason::Replanned,
+        Reason::TakenOver,
     ];
 
     /// The PascalCase string used in conditions, events and metrics.
@@ -164,6 +168,7 @@ impl Reason {
             Reason::NoDrift => "NoDrift",
             Reason::NotChecked => "NotChecked",
             Reason::Replanned => "Replanned",
+            Reason::TakenOver => "TakenOver",
         }
     }
 
@@ -219,6 +224,7 @@ impl Reason {
                 | Reason::NoDrift
                 | Reason::NotChecked
                 | Reason::Replanned
+                | Reason::TakenOver
         )
     }
 

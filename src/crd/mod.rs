@@ -39,6 +39,11 @@ pub const FINALIZER: &str = "brighter.dev/cleanup";
 /// folding or trimming). Needed when the table holds rows or was adopted rather than created by
 /// the BoxTable.
 pub const CONFIRM_DROP_ANNOTATION: &str = "brighter.dev/confirm-drop";
+/// The annotation that lets a BoxTable take over a table whose ownership record names a BoxTable
+/// of another namespace that no longer exists, or a BoxTable of another cluster name: its value
+/// must name the table exactly (`schema.table`, as `status.table` shows it). A table whose
+/// recorded owner still exists is never taken over.
+pub const ADOPT_ANNOTATION: &str = "brighter.dev/adopt";
 /// The annotation that asks for a pass now: any new value (a timestamp, by convention) starts one
 /// at once and resets the retry backoff, as Flux's `reconcile.fluxcd.io/requestedAt` does.
 pub const RECONCILE_REQUESTED_ANNOTATION: &str = "brighter.dev/reconcile-requested-at";
