@@ -55,6 +55,9 @@ pub enum Reason {
     TableMissing,
     /// The table's payload column type differs from the requested payload mode.
     PayloadMismatch,
+    /// The replay index's name (Brighter's, cut by PostgreSQL to 63 bytes) is already taken in the
+    /// table's schema, by another table's index or another relation.
+    IndexNameConflict,
     /// The spec is valid to the schema but inconsistent (for example `Json` payload on an outbox).
     InvalidSpec,
     /// Another BoxTable already manages the same database table.
@@ -79,6 +82,10 @@ pub enum Reason {
     Drifted,
     /// The `Drifted` detail condition is False: the shape matches its recorded version.
     NoDrift,
+    /// The `Drifted` detail condition is Unknown: the last pass did not compare the table's shape
+    /// (it failed, stalled, waited, was suspended or is deleting); the message says why and what
+    /// the last comparison found.
+    NotChecked,
     /// Un-suspended, the run found the table changed since the pending plan was shown and ran
     /// what it found instead.
     Replanned,
@@ -89,7 +96,7 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason, for tests and for pre-registering metric labels.
-    pub const ALL: [Reason; 36] = [
+    pub const ALL: [Reason; 38] = [
         Reason::UpToDate,
         Reason::Migrated,
         Reason::AheadOfOperator,
@@ -113,6 +120,7 @@ impl Reason {
         Reason::UnknownSchemaVersion,
         Reason::TableMissing,
         Reason::PayloadMismatch,
+        Reason::IndexNameConflict,
         Reason::InvalidSpec,
         Reason::TableConflict,
         Reason::Suspended,
@@ -124,6 +132,7 @@ impl Reason {
         Reason::Cancelled,
         Reason::Drifted,
         Reason::NoDrift,
+        Reason::NotChecked,
         Reason::Replanned,
         Reason::TakenOver,
     ];
@@ -154,6 +163,7 @@ impl Reason {
             Reason::UnknownSchemaVersion => "UnknownSchemaVersion",
             Reason::TableMissing => "TableMissing",
             Reason::PayloadMismatch => "PayloadMismatch",
+            Reason::IndexNameConflict => "IndexNameConflict",
             Reason::InvalidSpec => "InvalidSpec",
             Reason::TableConflict => "TableConflict",
             Reason::Suspended => "Suspended",
@@ -165,6 +175,7 @@ impl Reason {
             Reason::Cancelled => "Cancelled",
             Reason::Drifted => "Drifted",
             Reason::NoDrift => "NoDrift",
+            Reason::NotChecked => "NotChecked",
             Reason::Replanned => "Replanned",
             Reason::TakenOver => "TakenOver",
         }
@@ -195,6 +206,7 @@ impl Reason {
                 | Reason::UnknownSchemaVersion
                 | Reason::TableMissing
                 | Reason::PayloadMismatch
+                | Reason::IndexNameConflict
                 | Reason::InvalidSpec
                 | Reason::TableConflict
                 | Reason::DropBlocked
@@ -206,7 +218,7 @@ impl Reason {
     /// Whether this reason is a failure, counted in `boxtable_failures_total`. Progress and
     /// success are not, and neither are the states a user chose or is asked to decide:
     /// `Suspended`, `Deleting`, `DropBlocked` (waiting for consent), `TableKept`, `Dropped`, and
-    /// `Cancelled` (a shutdown), nor the reports `Drifted`, `NoDrift` and `Replanned`.
+    /// `Cancelled` (a shutdown), nor the reports `Drifted`, `NoDrift`, `NotChecked` and `Replanned`.
     pub fn is_failure(self) -> bool {
         !matches!(
             self,
@@ -223,6 +235,7 @@ impl Reason {
                 | Reason::Cancelled
                 | Reason::Drifted
                 | Reason::NoDrift
+                | Reason::NotChecked
                 | Reason::Replanned
                 | Reason::TakenOver
         )

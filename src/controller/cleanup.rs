@@ -60,6 +60,7 @@ pub(super) async fn cleanup(
             Some(&plan),
             &Observed::Deleting {
                 policy: DeletionPolicy::Drop,
+                managed_elsewhere: managed_elsewhere(bt),
             },
         )
         .await?;
@@ -211,11 +212,24 @@ fn already_deleting(pass: &Pass<'_>) -> bool {
     ) || (waiting && ready_reason == Some("WaitingForLock"))
 }
 
-/// Whether the confirm-drop annotation names this table.
+/// Whether the BoxTable's last pass stalled because another BoxTable manages its table: then its
+/// deletion is announced as keeping the table, which the drop's verdict is expected to confirm.
+fn managed_elsewhere(bt: &BoxTable) -> bool {
+    bt.status.as_ref().is_some_and(|status| {
+        status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == crate::status::READY && c.reason == Reason::TableConflict.as_str())
+    })
+}
+
+/// Whether the confirm-drop annotation names this table exactly as `status.table` shows it
+/// (`schema.table`, lowercase): no case folding, no trimming, so a value that only resembles the
+/// table never consents to destroying its data.
 fn consented(bt: &BoxTable, plan: &Plan) -> bool {
     bt.annotations()
         .get(CONFIRM_DROP_ANNOTATION)
-        .is_some_and(|v| v.trim().eq_ignore_ascii_case(&plan.table().to_string()))
+        .is_some_and(|v| *v == plan.table().to_string())
 }
 
 fn origin_text(origin: Origin) -> &'static str {

@@ -1,5 +1,5 @@
-//! Events (events.k8s.io/v1) on transitions only: a status that did not change its Ready reason
-//! or lock state publishes nothing.
+//! Events (events.k8s.io/v1) on transitions only: a status that did not change its Ready reason,
+//! its lock state or its last run publishes nothing.
 
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
@@ -41,25 +41,50 @@ fn ready(status: Option<&BoxTableStatus>) -> Option<(String, String, String)> {
     ))
 }
 
+/// What the `Drifted` condition says the last comparison of the shape found (an Unknown one
+/// carries the finding before it; see [`crate::status::last_drift_found`]).
 fn drifted(status: Option<&BoxTableStatus>) -> Option<(bool, String)> {
     let cond = status?
         .conditions
         .iter()
         .find(|c| c.type_ == crate::status::DRIFTED)?;
-    Some((cond.status == "True", cond.message.clone()))
+    crate::status::last_drift_found(cond).map(|(drifted, message)| (drifted, message.to_owned()))
+}
+
+/// Whether the `Drifted` condition in `status` is a comparison made by its pass (True or False),
+/// not an Unknown left by a pass that did not compare.
+fn drift_checked(status: &BoxTableStatus) -> bool {
+    status
+        .conditions
+        .iter()
+        .any(|c| c.type_ == crate::status::DRIFTED && c.status != "Unknown")
 }
 
 fn lock_state(status: Option<&BoxTableStatus>) -> Option<LockState> {
     status?.lock.as_ref().map(|l| l.state)
 }
 
+/// Whether `after` records a migration run that `before` did not: Ready says `Migrated` and the
+/// last run is a new one. An upgrade of a table that was already `Migrated` keeps its reason, so
+/// the reason alone would say nothing; a pass that changed nothing keeps the last run as it was.
+fn migrated_anew(before: Option<&BoxTableStatus>, after: &BoxTableStatus) -> bool {
+    let migrated =
+        ready(Some(after)).is_some_and(|(_, reason, _)| reason == Reason::Migrated.as_str());
+    migrated
+        && after.last_run.is_some()
+        && before.and_then(|b| b.last_run.as_ref()) != after.last_run.as_ref()
+}
+
 /// The transitions between `before` and `after`: lock contended or acquired after a wait, a
-/// change of the Ready condition's reason (migrated, failed, timed out, dropped, ...), and the
-/// `Drifted` condition turning True (a Warning) or back to False.
+/// change of the Ready condition's reason (migrated, failed, timed out, dropped, ...), every new
+/// migration run (also one that keeps the reason `Migrated`), and the `Drifted` condition turning
+/// True (a Warning) or back to False.
 pub fn transitions(before: Option<&BoxTableStatus>, after: &BoxTableStatus) -> Vec<Transition> {
     let mut out = Vec::new();
+    // A pass that did not compare the shape announces nothing; one that did is compared with the
+    // last finding, also across passes that did not (so a failure in between repeats nothing).
     let was_drifted = drifted(before).is_some_and(|(d, _)| d);
-    match drifted(Some(after)) {
+    match drifted(Some(after)).filter(|_| drift_checked(after)) {
         Some((true, message)) if !was_drifted => out.push(Transition {
             warning: true,
             reason: Reason::Drifted,
@@ -98,7 +123,8 @@ pub fn transitions(before: Option<&BoxTableStatus>, after: &BoxTableStatus) -> V
     if let Some((status, reason, message)) = new_ready {
         let changed = old_ready
             .as_ref()
-            .is_none_or(|(s, r, _)| s != &status || r != &reason);
+            .is_none_or(|(s, r, _)| s != &status || r != &reason)
+            || migrated_anew(before, after);
         if changed && let Ok(reason) = reason.parse::<Reason>() {
             // Waiting is covered by the lock event above; UpToDate is news only after a failure.
             let was_ready = old_ready.as_ref().is_some_and(|(s, _, _)| s == "True");
@@ -239,5 +265,108 @@ pub async fn publish(events: &Publisher, bt: &BoxTable, transitions: Vec<Transit
         if let Err(error) = events.publish_one(bt, &t).await {
             tracing::warn!(error = %crate::report::chain(&error), reason = %t.reason, "publishing event failed");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+    use super::*;
+    use crate::crd::LastRun;
+    use crate::migrate::RunPath;
+
+    fn condition(type_: &str, status: &str, reason: &str, message: &str) -> Condition {
+        Condition {
+            type_: type_.to_owned(),
+            status: status.to_owned(),
+            reason: reason.to_owned(),
+            message: message.to_owned(),
+            observed_generation: Some(1),
+            last_transition_time: Time(jiff::Timestamp::UNIX_EPOCH),
+        }
+    }
+
+    fn status(ready: (&str, &str, &str), drifted: Option<(&str, &str)>) -> BoxTableStatus {
+        let mut conditions = vec![condition("Ready", ready.0, ready.1, ready.2)];
+        if let Some((status, message)) = drifted {
+            let reason = match status {
+                "True" => "Drifted",
+                "False" => "NoDrift",
+                _ => "NotChecked",
+            };
+            conditions.push(condition("Drifted", status, reason, message));
+        }
+        BoxTableStatus {
+            conditions,
+            ..BoxTableStatus::default()
+        }
+    }
+
+    fn run(from: u32, to: u32, at: i64) -> Option<LastRun> {
+        Some(LastRun {
+            path: RunPath::Normal,
+            from_version: from,
+            to_version: to,
+            start_time: Time(jiff::Timestamp::from_second(at).unwrap()),
+            duration_milliseconds: 5,
+        })
+    }
+
+    fn reasons(before: &BoxTableStatus, after: &BoxTableStatus) -> Vec<(Reason, bool, String)> {
+        transitions(Some(before), after)
+            .into_iter()
+            .map(|t| (t.reason, t.warning, t.note))
+            .collect()
+    }
+
+    #[test]
+    fn an_upgrade_that_keeps_the_reason_migrated_is_an_event_and_a_no_op_pass_is_none() {
+        let ready = ("True", "Migrated", "public.outbox created at version 3");
+        let mut created = status(ready, None);
+        created.last_run = run(0, 3, 10);
+        let upgraded_ready = (
+            "True",
+            "Migrated",
+            "public.outbox migrated from version 3 to 6",
+        );
+        let mut upgraded = status(upgraded_ready, None);
+        upgraded.last_run = run(3, 6, 20);
+        assert_eq!(
+            reasons(&created, &upgraded),
+            [(
+                Reason::Migrated,
+                false,
+                "public.outbox migrated from version 3 to 6".to_owned()
+            )]
+        );
+        assert_eq!(reasons(&upgraded, &upgraded.clone()), []);
+    }
+
+    #[test]
+    fn drift_is_announced_against_the_last_finding_across_passes_that_did_not_check() {
+        let ready = ("True", "Migrated", "public.outbox created at version 8");
+        let drifted = status(ready, Some(("True", "index missing")));
+        let unchecked = status(
+            ("False", "ConnectionFailed", "down"),
+            Some((
+                "Unknown",
+                "the table's shape was not checked in the last pass: the pass stopped at ConnectionFailed; the last check found drift: index missing",
+            )),
+        );
+        let still = status(ready, Some(("True", "index missing")));
+        let fixed = status(ready, Some(("False", "matches")));
+        let drift_events = |before: &BoxTableStatus, after: &BoxTableStatus| {
+            reasons(before, after)
+                .into_iter()
+                .filter(|(r, _, _)| matches!(r, Reason::Drifted | Reason::NoDrift))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(drift_events(&drifted, &unchecked), []);
+        assert_eq!(drift_events(&unchecked, &still), [], "no second Warning");
+        assert_eq!(
+            drift_events(&unchecked, &fixed),
+            [(Reason::NoDrift, false, "matches".to_owned())]
+        );
     }
 }

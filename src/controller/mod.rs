@@ -16,6 +16,7 @@ pub mod leader;
 pub mod reconcile;
 pub mod schedule;
 mod secret_guard;
+mod secret_orphans;
 pub mod secrets;
 mod write;
 
@@ -200,6 +201,7 @@ pub async fn run(
         let secret_schedule = schedule.clone();
         let holds = Arc::new(secret_guard::Holds::default());
         let secret_holds = holds.clone();
+        let orphans = Arc::new(secret_orphans::Orphans::new(client.clone()));
         // Secrets by metadata only (no data, so unrelated Secrets cost little memory and the
         // operator never receives their contents); a referenced one is read when a pass uses it.
         let mut secret_watch = watcher::Config::default().any_semantic();
@@ -254,8 +256,18 @@ pub async fn run(
                 // The BoxTables that read this Secret, and those whose finalizer it carries
                 // though they no longer keep it there (so that they let it go).
                 let held = secret_guard::holders(&secret);
-                store
-                    .state()
+                let boxtables = store.state();
+                // A finalizer of a BoxTable the cache does not know may be one whose BoxTable is
+                // gone: the API server decides.
+                let unknown = held.iter().any(|uid| {
+                    !boxtables
+                        .iter()
+                        .any(|bt| bt.namespace() == ns && bt.uid().as_deref() == Some(uid.as_str()))
+                });
+                if unknown && let Some(namespace) = &ns {
+                    orphans.check(namespace, &name);
+                }
+                boxtables
                     .into_iter()
                     .filter(|bt| {
                         bt.namespace() == ns

@@ -209,7 +209,15 @@ async fn release_each(
     first_error.map_or(Ok(()), Err)
 }
 
-async fn sync_secret(
+/// Adds finalizer `ours` to Secret `name` (`hold`) or takes it off.
+///
+/// # Errors
+/// [`GuardError`] when the Secret cannot be read or patched.
+///
+/// # Idempotency
+/// Nothing is written when the finalizer is already as it should be; a Secret already gone holds
+/// nothing.
+pub(super) async fn sync_secret(
     client: &Client,
     namespace: &str,
     name: &str,

@@ -34,9 +34,10 @@ pub const PLURAL: &str = "boxtables";
 pub const CRD_NAME: &str = "boxtables.brighter.dev";
 /// The finalizer that lets `deletionPolicy: Drop` run before the object goes away.
 pub const FINALIZER: &str = "brighter.dev/cleanup";
-/// The annotation that consents to a Drop destroying data: its value must name the table
-/// (`schema.table`, as `status.table` shows it). Needed when the table holds rows or was adopted
-/// rather than created by the BoxTable.
+/// The annotation that consents to a Drop destroying data: its value must name the table exactly
+/// as `status.table` shows it (`schema.table`, lowercase; compared as written, without case
+/// folding or trimming). Needed when the table holds rows or was adopted rather than created by
+/// the BoxTable.
 pub const CONFIRM_DROP_ANNOTATION: &str = "brighter.dev/confirm-drop";
 /// The annotation that lets a BoxTable take over a table whose ownership record names a BoxTable
 /// of another namespace that no longer exists, or a BoxTable of another cluster name: its value
@@ -94,6 +95,12 @@ pub const INBOX_LATEST_VERSION: u32 = 2;
         json_path = ".status.conditions[?(@.type==\"Ready\")].reason"
     ),
     printcolumn(
+        name = "Drifted",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Drifted\")].status",
+        priority = 1
+    ),
+    printcolumn(
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"
@@ -112,7 +119,7 @@ pub const INBOX_LATEST_VERSION: u32 = 2;
     )
 )]
 #[serde(rename_all = "camelCase")]
-#[schemars(transform = kubernetes_integer_formats)]
+#[schemars(transform = kubernetes_schema)]
 #[schemars(extend("x-kubernetes-validations" = [
     {
         "rule": "(has(self.table) ? self.table.lowerAscii() : self.box.lowerAscii()) == (has(oldSelf.table) ? oldSelf.table.lowerAscii() : oldSelf.box.lowerAscii())",
@@ -347,16 +354,46 @@ pub struct DdlSpec {
     pub statement_timeout: Option<String>,
 }
 
-/// Replaces the `uint32`/`uint64` formats schemars gives unsigned fields, which kube-apiserver
-/// does not know (it warns about them when the CRD is applied), with `int64`; `minimum: 0` stays,
-/// so the schema still refuses negative values.
-fn kubernetes_integer_formats(schema: &mut schemars::Schema) {
+/// Makes a schema what kube-apiserver and kubectl expect, in it and every subschema:
+///
+/// - the `uint32`/`uint64` formats schemars gives unsigned fields, which kube-apiserver does not
+///   know (it warns about them when the CRD is applied), become `int64`; `minimum: 0` stays, so
+///   the schema still refuses negative values;
+/// - each description's paragraphs become single lines ([`one_line_paragraphs`]): the doc
+///   comments they come from are wrapped at 100 columns, and `kubectl explain` wraps text again
+///   for the terminal, so the kept line breaks would show as ragged lines.
+fn kubernetes_schema(schema: &mut schemars::Schema) {
     if let Some(format) = schema.get("format").and_then(|f| f.as_str())
         && (format == "uint32" || format == "uint64")
     {
         schema.insert("format".to_owned(), "int64".into());
     }
-    schemars::transform::transform_subschemas(&mut kubernetes_integer_formats, schema);
+    if let Some(description) = schema.get("description").and_then(|d| d.as_str()) {
+        let joined = one_line_paragraphs(description);
+        schema.insert("description".to_owned(), joined.into());
+    }
+    schemars::transform::transform_subschemas(&mut kubernetes_schema, schema);
+}
+
+/// `text` with the lines of each paragraph joined by single spaces; paragraphs (separated by a
+/// blank line) stay apart, separated by one blank line.
+fn one_line_paragraphs(text: &str) -> String {
+    let mut paragraphs: Vec<String> = Vec::new();
+    let mut current: Vec<&str> = Vec::new();
+    for line in text.lines().map(str::trim) {
+        if line.is_empty() {
+            if !current.is_empty() {
+                paragraphs.push(current.join(" "));
+                current.clear();
+            }
+        } else {
+            current.push(line);
+        }
+    }
+    if !current.is_empty() {
+        paragraphs.push(current.join(" "));
+    }
+    paragraphs.join("\n\n")
 }
 
 /// Why the CRD could not be rendered as YAML.
@@ -375,4 +412,21 @@ pub fn crd_yaml() -> Result<String, CrdYamlError> {
         "# Generated from src/crd.rs by `boxtable-operator crd`; do not edit by hand.\n\
          # Regenerate with: UPDATE_GOLDEN=1 cargo test --test suite -- crd_golden::\n{body}"
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paragraphs_become_single_lines_and_stay_apart() {
+        assert_eq!(
+            one_line_paragraphs(
+                "The table name, as the\nBrighter application names it.\n\nImmutable: it may\n  be added later."
+            ),
+            "The table name, as the Brighter application names it.\n\nImmutable: it may be added later."
+        );
+        assert_eq!(one_line_paragraphs("One line."), "One line.");
+        assert_eq!(one_line_paragraphs("a\n\n\n\nb\n"), "a\n\nb");
+    }
 }

@@ -10,7 +10,7 @@ use crate::migrate::RunPath;
 /// Observed state of a BoxTable. Written only by the operator, and only when it changes.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(transform = super::kubernetes_integer_formats)]
+#[schemars(transform = super::kubernetes_schema)]
 pub struct BoxTableStatus {
     /// The `metadata.generation` this status describes; -1 until the operator first reports.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -39,7 +39,8 @@ pub struct BoxTableStatus {
     pub pending: Option<PendingPlan>,
     /// kstatus conditions `Ready`, `Reconciling`, `Stalled`, and the detail condition `Drifted`
     /// (True when the table's columns, types, nullability, keys or replay index no longer match
-    /// the shape of its recorded version; reported only, never repaired, and Ready is unaffected).
+    /// the shape of its recorded version; reported only, never repaired, and Ready is unaffected;
+    /// Unknown, reason `NotChecked`, when the last pass did not compare the shape).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
@@ -48,7 +49,7 @@ pub struct BoxTableStatus {
 /// Brighter's advisory lock for this table, as the operator last saw it.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(transform = super::kubernetes_integer_formats)]
+#[schemars(transform = super::kubernetes_schema)]
 pub struct LockStatus {
     /// The lockKey text (`BrighterMigration_<schema>.<table>`).
     pub lock_key: String,
@@ -83,7 +84,7 @@ pub struct LockStatus {
 /// The `pg_locks` columns that identify an advisory lock taken with one bigint key.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(transform = super::kubernetes_integer_formats)]
+#[schemars(transform = super::kubernetes_schema)]
 pub struct PgLocks {
     /// The key's high 32 bits, unsigned.
     pub classid: u32,
@@ -128,7 +129,7 @@ pub struct LockHolder {
 /// The last completed migration run.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(transform = super::kubernetes_integer_formats)]
+#[schemars(transform = super::kubernetes_schema)]
 pub struct LastRun {
     /// The path the run took.
     pub path: RunPath,
@@ -145,7 +146,7 @@ pub struct LastRun {
 /// What a run would do now, shown while the BoxTable is suspended.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(transform = super::kubernetes_integer_formats)]
+#[schemars(transform = super::kubernetes_schema)]
 pub struct PendingPlan {
     /// The path the run would take (`UpToDate`: nothing to apply).
     pub path: RunPath,
@@ -163,7 +164,7 @@ pub struct PendingPlan {
 /// One version a pending run would apply, as its history row records it.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(transform = super::kubernetes_integer_formats)]
+#[schemars(transform = super::kubernetes_schema)]
 pub struct PendingVersion {
     /// The version.
     pub version: u32,

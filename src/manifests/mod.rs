@@ -266,6 +266,10 @@ impl Judge {
     }
 }
 
+/// The file name endings read from a directory (a file named on its own is read whatever its
+/// name); in a mounted ConfigMap each key is a file.
+pub const MANIFEST_EXTENSIONS: [&str; 3] = ["yaml", "yml", "json"];
+
 /// Reads every `.yaml`/`.yml`/`.json` file under `paths` (directories are read in name order,
 /// not recursively); never stops at a broken file.
 ///
@@ -306,7 +310,7 @@ fn expand(path: &Path) -> std::io::Result<Vec<PathBuf>> {
             p.is_file()
                 && p.extension()
                     .and_then(|e| e.to_str())
-                    .is_some_and(|e| matches!(e, "yaml" | "yml" | "json"))
+                    .is_some_and(|e| MANIFEST_EXTENSIONS.contains(&e))
         })
         .collect();
     files.sort();

@@ -268,6 +268,26 @@ pub fn causation_index_name(table: &QualifiedName) -> String {
     format!("idx_{}_causationid", table.table)
 }
 
+/// The name the causationid replay index gets as PostgreSQL stores it: Brighter's name cut to
+/// 63 bytes (NAMEDATALEN - 1), as the server cuts every longer identifier. Table names longer than
+/// 47 bytes give a cut name, which two tables can then share.
+pub fn causation_index_stored_name(table: &QualifiedName) -> String {
+    let mut name = causation_index_name(table);
+    let mut end = name.len().min(crate::ident::MAX_IDENT_BYTES);
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    name.truncate(end);
+    name
+}
+
+/// Whether a run from `from` to `to` (0 for a new table) creates the causationid replay index.
+pub fn creates_causation_index(kind: BoxKind, from: u32, to: u32) -> bool {
+    kind.versions()
+        .iter()
+        .any(|v| v.causation_index && from < v.number && v.number <= to)
+}
+
 /// `CREATE INDEX IF NOT EXISTS idx_<table>_causationid ON "s"."t" (causationid)`.
 pub fn causation_index_ddl(table: &QualifiedName) -> String {
     format!(
@@ -333,6 +353,41 @@ mod tests {
             step_statements(BoxKind::Outbox.version(5).unwrap(), &t).len(),
             7
         );
+    }
+
+    #[test]
+    fn the_stored_index_name_is_brighters_name_cut_to_63_bytes() {
+        let short = QualifiedName::parse(None, "outbox").unwrap();
+        assert_eq!(
+            causation_index_stored_name(&short),
+            "idx_outbox_causationid"
+        );
+        let fits = QualifiedName::parse(None, &"a".repeat(47)).unwrap();
+        assert_eq!(causation_index_stored_name(&fits).len(), 63);
+        assert_eq!(
+            causation_index_stored_name(&fits),
+            causation_index_name(&fits)
+        );
+        let one = QualifiedName::parse(None, &format!("{}_a", "b".repeat(59))).unwrap();
+        let two = QualifiedName::parse(None, &format!("{}_b", "b".repeat(59))).unwrap();
+        assert_eq!(
+            causation_index_stored_name(&one),
+            format!("idx_{}", "b".repeat(59))
+        );
+        assert_eq!(
+            causation_index_stored_name(&one),
+            causation_index_stored_name(&two),
+            "two long names share one cut index name"
+        );
+    }
+
+    #[test]
+    fn only_a_run_through_v8_creates_the_replay_index() {
+        assert!(creates_causation_index(BoxKind::Outbox, 0, 8));
+        assert!(creates_causation_index(BoxKind::Outbox, 3, 8));
+        assert!(!creates_causation_index(BoxKind::Outbox, 3, 7));
+        assert!(!creates_causation_index(BoxKind::Outbox, 8, 8));
+        assert!(!creates_causation_index(BoxKind::Inbox, 0, 2));
     }
 
     #[test]

@@ -169,6 +169,22 @@ pub enum RunError {
         #[source]
         source: tokio_postgres::Error,
     },
+    /// The name of the replay index a step would create is already held in the table's schema
+    /// (Brighter's name cut to 63 bytes, the same for two long table names), so
+    /// `CREATE INDEX IF NOT EXISTS` would skip it and leave the table without the index.
+    #[error(
+        "the replay index of {table} cannot be created: its name {index} is already taken by {holder}, and CREATE INDEX IF NOT EXISTS would skip it; {remedy}, or use a table name of at most 47 bytes, which PostgreSQL keeps whole in the index name"
+    )]
+    IndexNameTaken {
+        /// The table.
+        table: String,
+        /// The index name as PostgreSQL stores it (and Brighter's when that was cut).
+        index: String,
+        /// What already holds the name (for an index, with the table it is on).
+        holder: String,
+        /// What to rename.
+        remedy: String,
+    },
     /// The table's ownership record names another BoxTable: only its owner migrates or drops it
     /// (the controller says how to resolve it, see `controller::adoption`).
     #[error(
@@ -225,6 +241,7 @@ impl RunError {
             RunError::Cancelled { .. } => Reason::Cancelled,
             RunError::Withdrawn { .. } => Reason::Deleting,
             RunError::NotOwner { .. } => Reason::TableConflict,
+            RunError::IndexNameTaken { .. } => Reason::IndexNameConflict,
             RunError::SessionLost { .. } => Reason::ConnectionFailed,
             RunError::Lock(lock) => match lock.as_ref() {
                 LockError::Timeout { .. } => Reason::LockTimeout,

@@ -10,6 +10,7 @@
 //!   `migrate --dry-run` prints them).
 //! - `drift`: how a table differs from the shape its recorded version implies (pure).
 //! - `inspect`: reading a table's actual shape and comparing it (drift, read-only).
+//! - `index_name`: refusing a replay index whose name (cut to 63 bytes) is already taken.
 //! - `observe`: what a run would do, read-only (suspended resources and `migrate --dry-run`).
 //! - `ownership`: which BoxTable owns a table (a record in the table's comment).
 //! - `server`: which PostgreSQL majors are supported (13 and newer).
@@ -21,6 +22,7 @@ pub mod detect;
 pub mod drift;
 mod error;
 pub mod history;
+mod index_name;
 pub mod inspect;
 pub mod observe;
 pub mod ownership;

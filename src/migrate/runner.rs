@@ -489,6 +489,7 @@ async fn migrate(client: &Client, plan: &Plan, target: u32) -> Result<Decision, 
         ownership::ensure_owner(client, plan.table(), owner, ownership::Origin::Adopted).await?;
     }
     let decision = detect::decide(plan, target, &facts, &history.quoted())?;
+    super::index_name::ensure_free(client, plan, decision).await?;
     let steps = statements::steps(plan, decision);
     pipeline::in_order(
         steps

@@ -19,7 +19,7 @@ mod lock;
 mod messages;
 mod pending;
 
-pub use drift::DRIFTED;
+pub use drift::{DRIFTED, last_found as last_drift_found};
 pub use pending::{pending_plan, replanned};
 
 pub use lock::LockObservation;
@@ -65,6 +65,10 @@ pub enum Observed {
     Deleting {
         /// What deletion does to the table.
         policy: DeletionPolicy,
+        /// With `Drop`: the BoxTable's last pass found its table managed by another BoxTable
+        /// (`TableConflict`), so the deletion announces that it keeps the table rather than
+        /// that it drops it (the drop still decides under the lock, from the table's record).
+        managed_elsewhere: bool,
     },
     /// Another BoxTable (`namespace/name`) already manages the same table. Given up.
     Conflict {
@@ -116,9 +120,16 @@ pub fn desired_status(
         Observed::Waiting(_) | Observed::Migrating(_) => prev.pending.clone(),
         _ => None,
     };
-    let drift = match observed {
-        Observed::Succeeded(outcome) => outcome.drift.as_ref(),
-        _ => None,
+    let unchecked;
+    let drift_check = match observed {
+        Observed::Succeeded(Outcome {
+            drift: Some(report),
+            ..
+        }) => drift::Check::Done(report),
+        observed => {
+            unchecked = why_not_checked(observed);
+            drift::Check::NotDone(&unchecked)
+        }
     };
 
     let verdict = match observed {
@@ -194,8 +205,15 @@ pub fn desired_status(
                 ),
             }
         }
-        Observed::Deleting { policy } => {
+        Observed::Deleting {
+            policy,
+            managed_elsewhere,
+        } => {
             let message = match policy {
+                DeletionPolicy::Drop if *managed_elsewhere => format!(
+                    "keeping {shown}: another BoxTable manages it (this one stalled with {}), so this deletion does not drop it",
+                    Reason::TableConflict
+                ),
                 DeletionPolicy::Drop => format!("dropping {shown}"),
                 DeletionPolicy::Retain => {
                     format!("releasing {shown}; deletionPolicy Retain keeps the table")
@@ -219,12 +237,28 @@ pub fn desired_status(
         conditions: conditions(&verdict, generation, &prev.conditions, now)
             .into_iter()
             .chain(drift::drifted_condition(
-                drift,
+                drift_check,
                 generation,
                 &prev.conditions,
                 now,
             ))
             .collect(),
+    }
+}
+
+/// Why a pass that observed `observed` did not compare the table with the shape of its version
+/// (the `Drifted` condition says it, rather than keeping an older finding as if it were new).
+fn why_not_checked(observed: &Observed) -> String {
+    match observed {
+        Observed::Waiting(_) => "the pass is waiting for the advisory lock".to_owned(),
+        Observed::Migrating(_) => "the table is being migrated".to_owned(),
+        Observed::Succeeded(_) => "reading the table's shape after the run failed".to_owned(),
+        Observed::Failed { reason, .. } => format!("the pass stopped at {reason}"),
+        Observed::Suspended { .. } => {
+            "the BoxTable is suspended, and a suspended pass only reads the version".to_owned()
+        }
+        Observed::Deleting { .. } => "the BoxTable is being deleted".to_owned(),
+        Observed::Conflict { .. } => format!("the pass stopped at {}", Reason::TableConflict),
     }
 }
 

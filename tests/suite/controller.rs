@@ -374,6 +374,51 @@ async fn a_create_publishes_one_migrated_event_and_a_no_op_resync_publishes_none
 }
 
 #[tokio::test]
+async fn every_migration_publishes_an_event_naming_the_table_and_its_versions() {
+    let h = Harness::start().await;
+    h.apply(boxtable("orders").target(3)).await;
+    h.wait_ready("orders").await;
+    let migrated = |note: &'static str| {
+        let h = &h;
+        move || async move {
+            h.events("orders").await.iter().any(|e| {
+                e.reason.as_deref() == Some("Migrated")
+                    && e.type_.as_deref() == Some("Normal")
+                    && e.note.as_deref() == Some(note)
+            })
+        }
+    };
+    wait_until(
+        "a Migrated event for the creation",
+        migrated("public.outbox created at version 3"),
+    )
+    .await;
+
+    // An upgrade keeps the Ready reason (Migrated), and is an event of its own.
+    h.patch_spec("orders", json!({"targetVersion": 6})).await;
+    h.wait_for("orders", "version 6", |bt| {
+        is_ready(bt) && bt.status.as_ref().unwrap().applied_version == Some(6)
+    })
+    .await;
+    wait_until(
+        "a Migrated event for the upgrade",
+        migrated("public.outbox migrated from version 3 to 6"),
+    )
+    .await;
+
+    // Passes that change nothing publish nothing.
+    let before = h.events("orders").await;
+    h.wait_for_passes(2).await;
+    let after = h.events("orders").await;
+    assert_eq!(before.len(), after.len(), "{after:#?}");
+    let migrations = after
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some("Migrated"))
+        .count();
+    assert_eq!(migrations, 2, "{after:#?}");
+}
+
+#[tokio::test]
 async fn a_no_op_resync_does_not_rewrite_the_status() {
     let h = Harness::start().await;
     h.apply(boxtable("orders")).await;
@@ -555,4 +600,37 @@ async fn only_a_drop_boxtable_carries_the_finalizer_and_it_follows_the_policy() 
     h.delete("orders").await;
     h.wait_gone("orders").await;
     assert!(h.table_exists("public.outbox").await);
+}
+
+#[tokio::test]
+async fn a_table_whose_replay_index_name_another_table_holds_stalls_naming_both_and_creates_nothing()
+ {
+    let h = Harness::start().await;
+    // 61-byte names: Brighter's idx_<table>_causationid is cut by PostgreSQL to the same 63 bytes.
+    let stem = "order_events_of_the_shop_for_every_tenant_and_every_regions";
+    let (first, second) = (format!("{stem}_a"), format!("{stem}_b"));
+    h.apply(boxtable("first").table(&first)).await;
+    h.wait_ready("first").await;
+
+    h.apply(boxtable("second").table(&second)).await;
+    let bt = h.wait_stalled("second", "IndexNameConflict").await;
+
+    let message = &condition(bt.status.as_ref().unwrap(), "Ready")
+        .unwrap()
+        .message;
+    assert!(
+        message.contains(&format!("replay index of public.{second}"))
+            && message.contains(&format!("of table public.{first}")),
+        "the message names both tables: {message}"
+    );
+    assert!(!h.table_exists(&format!("public.{second}")).await);
+    assert!(h.history_versions("public", &second).await.is_empty());
+    wait_until("a Warning event naming the conflict", || async {
+        h.events("second").await.iter().any(|e| {
+            e.reason.as_deref() == Some("IndexNameConflict")
+                && e.type_.as_deref() == Some("Warning")
+        })
+    })
+    .await;
+    assert!(is_ready(&h.get("first").await));
 }

@@ -113,7 +113,7 @@ async fn deleting_the_loser_of_a_conflict_keeps_the_winners_table_and_its_rows()
 
     assert!(h.table_exists("public.shared_outbox").await);
     assert_eq!(rows(&h, "public.shared_outbox").await, 1);
-    wait_for_event(
+    let events = wait_for_event(
         &h,
         "dup-outbox",
         "the deletion says the table was kept, and whose it is",
@@ -124,8 +124,64 @@ async fn deleting_the_loser_of_a_conflict_keeps_the_winners_table_and_its_rows()
         },
     )
     .await;
+    // Said from the start: the deletion never announced a drop it was not going to make.
+    assert!(
+        !events.iter().any(|(_, _, n)| n.contains("dropping")),
+        "{events:#?}"
+    );
+    assert!(
+        events.iter().any(|(r, t, n)| r == "Deleting"
+            && t == "Normal"
+            && n.starts_with("keeping public.shared_outbox: another BoxTable manages it")),
+        "{events:#?}"
+    );
     h.wait_for_passes(2).await;
     assert!(is_ready(&h.get("shared-outbox").await));
+}
+
+#[tokio::test]
+async fn consent_names_the_table_exactly_as_the_status_shows_it() {
+    let h = Harness::start().await;
+    h.apply(boxtable("scratch").table("scratch_outbox").drop_policy())
+        .await;
+    h.wait_ready("scratch").await;
+    insert_messages(&h, "public.scratch_outbox", 3, 0).await;
+    h.delete("scratch").await;
+    h.wait_stalled("scratch", "DropBlocked").await;
+
+    // Only the table's name as status.table shows it consents: not another case, not with spaces.
+    for resembling in [
+        "public.Scratch_Outbox",
+        "PUBLIC.SCRATCH_OUTBOX",
+        " public.scratch_outbox",
+        "public.scratch_outbox ",
+    ] {
+        h.annotate("scratch", CONFIRM, resembling).await;
+        // Two passes, or the object gone: a consent that was taken ends the deletion.
+        let target = h.reconciles() + 2;
+        wait_until("two more passes, or the BoxTable gone", || async {
+            h.reconciles() >= target || h.boxtables().get_opt("scratch").await.unwrap().is_none()
+        })
+        .await;
+        assert!(
+            h.boxtables().get_opt("scratch").await.unwrap().is_some(),
+            "{resembling:?} consented: the table was dropped"
+        );
+        assert!(
+            is_stalled_with(&h.get("scratch").await, "DropBlocked"),
+            "{resembling:?} consented"
+        );
+        assert_eq!(
+            rows(&h, "public.scratch_outbox").await,
+            3,
+            "{resembling:?} consented"
+        );
+    }
+
+    h.annotate("scratch", CONFIRM, "public.scratch_outbox")
+        .await;
+    h.wait_gone("scratch").await;
+    assert!(!h.table_exists("public.scratch_outbox").await);
 }
 
 #[tokio::test]

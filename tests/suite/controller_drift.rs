@@ -79,6 +79,16 @@ async fn a_dropped_replay_index_is_reported_as_drift_once_and_cleared_when_it_is
     assert!(is_ready(&bt), "drift leaves Ready as it is");
     assert_eq!(reason_of_ready(&bt), "Migrated");
     wait_for_gauge(&h, 1).await;
+    // `kubectl get -o wide` shows it beside READY; the default listing stays as narrow as it was.
+    assert_eq!(
+        get_column(&h, &["-o", "wide"], "DRIFTED"),
+        Some("True".to_owned())
+    );
+    assert_eq!(
+        get_column(&h, &["-o", "wide"], "READY"),
+        Some("True".to_owned())
+    );
+    assert_eq!(get_column(&h, &[], "DRIFTED"), None);
 
     // Further resyncs find the same drift: no new event, nothing repaired.
     h.wait_for_passes(3).await;
@@ -150,6 +160,58 @@ async fn a_column_an_application_added_is_named_without_setting_drifted() {
     );
 }
 
+/// The value `kubectl get boxtable orders <args>` prints in column `column` (`None` when it has no
+/// such column). Every column before MESSAGE is one word.
+fn get_column(h: &Harness, args: &[&str], column: &str) -> Option<String> {
+    let mut command = vec!["-n", h.namespace.as_str(), "get", "boxtable", "orders"];
+    command.extend_from_slice(args);
+    let out = h.plane.kubectl_admin(&command, None).unwrap();
+    let mut lines = out.lines();
+    let header: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    let row: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    let at = header.iter().position(|c| *c == column)?;
+    Some(row[at].to_owned())
+}
+
 fn reason_of_ready(bt: &BoxTable) -> String {
     reason(bt.status.as_ref().unwrap()).to_owned()
+}
+
+#[tokio::test]
+async fn a_pass_that_stalls_before_the_shape_check_says_drift_is_unknown_not_that_there_is_none() {
+    let h = Harness::start().await;
+    h.apply(boxtable("orders").outbox()).await;
+    h.wait_for("orders", "Ready with Drifted=False", |bt| {
+        is_ready(bt) && drifted(bt).is_some_and(|(s, _, _)| s == "False")
+    })
+    .await;
+
+    // The payload column changed behind the operator's back: drift, and a payload that no longer
+    // matches the spec, which stalls the pass before it compares the shape.
+    h.sql()
+        .await
+        .batch_execute(
+            "ALTER TABLE public.outbox ALTER COLUMN body TYPE bytea USING convert_to(body, 'UTF8')",
+        )
+        .await
+        .unwrap();
+    let bt = h.wait_stalled("orders", "PayloadMismatch").await;
+    let (status, reason, message) = drifted(&bt).unwrap();
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("Unknown", "NotChecked"),
+        "{message}"
+    );
+    assert_eq!(
+        message,
+        "the table's shape was not checked in the last pass: the pass stopped at PayloadMismatch; \
+         the last check found no drift: public.outbox matches the shape of version 8"
+    );
+    assert!(
+        !h.events("orders")
+            .await
+            .iter()
+            .any(|e| e.reason.as_deref() == Some("NoDrift")),
+        "nothing announces a finding no pass made"
+    );
 }

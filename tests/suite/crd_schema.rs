@@ -324,6 +324,11 @@ fn printer_columns_match_the_contract() {
         ("LOCK", ".status.lock.state".to_owned(), 0),
         ("READY", format!(".status.conditions{ready}.status"), 0),
         ("REASON", format!(".status.conditions{ready}.reason"), 0),
+        (
+            "DRIFTED",
+            r#".status.conditions[?(@.type=="Drifted")].status"#.to_owned(),
+            1,
+        ),
         ("AGE", ".metadata.creationTimestamp".to_owned(), 0),
         ("KEY", ".status.lock.key".to_owned(), 1),
         ("MESSAGE", format!(".status.conditions{ready}.message"), 1),
@@ -335,4 +340,44 @@ fn printer_columns_match_the_contract() {
 #[test]
 fn status_key_is_a_string() {
     assert_eq!(at("status.lock.key")["type"], "string");
+}
+
+/// Every `description` in `node` and below, with the path to it.
+fn descriptions(node: &Value, path: &str, out: &mut Vec<(String, String)>) {
+    match node {
+        Value::Object(map) => {
+            for (key, value) in map {
+                let here = format!("{path}.{key}");
+                match (key.as_str(), value) {
+                    ("description", Value::String(text)) => out.push((here, text.clone())),
+                    _ => descriptions(value, &here, out),
+                }
+            }
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                descriptions(item, &format!("{path}[{i}]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[test]
+fn every_description_keeps_each_paragraph_on_one_line_for_kubectl_explain_to_wrap() {
+    let mut found = Vec::new();
+    descriptions(&crd(), "", &mut found);
+    assert!(found.len() > 40, "{found:?}");
+    let ragged: Vec<&(String, String)> = found
+        .iter()
+        .filter(|(_, text)| text.split("\n\n").any(|paragraph| paragraph.contains('\n')))
+        .collect();
+    assert!(
+        ragged.is_empty(),
+        "descriptions with a line break inside a paragraph: {ragged:#?}"
+    );
+    assert!(
+        found.iter().all(|(_, text)| text == text.trim()),
+        "{found:#?}"
+    );
 }

@@ -135,7 +135,8 @@ async fn kubectl_apply_of_the_examples_gets_every_boxtable_ready_and_get_wide_sh
     assert_eq!(
         header,
         [
-            "NAME", "BOX", "TABLE", "VERSION", "LOCK", "READY", "REASON", "AGE", "KEY", "MESSAGE"
+            "NAME", "BOX", "TABLE", "VERSION", "LOCK", "READY", "REASON", "DRIFTED", "AGE", "KEY",
+            "MESSAGE"
         ],
         "{wide}"
     );
@@ -145,7 +146,7 @@ async fn kubectl_apply_of_the_examples_gets_every_boxtable_ready_and_get_wide_sh
         .unwrap();
     let cells: Vec<&str> = outbox.split_whitespace().collect();
     assert_eq!(
-        &cells[..7],
+        &cells[..8],
         [
             "orders-outbox",
             "Outbox",
@@ -153,11 +154,12 @@ async fn kubectl_apply_of_the_examples_gets_every_boxtable_ready_and_get_wide_sh
             "8",
             "Released",
             "True",
-            "Migrated"
+            "Migrated",
+            "False"
         ],
         "{wide}"
     );
-    assert_eq!(cells[8], "-5469556670739463647", "{wide}");
+    assert_eq!(cells[9], "-5469556670739463647", "{wide}");
     let inbox = wide
         .lines()
         .find(|l| l.starts_with("orders-inbox "))
@@ -170,8 +172,8 @@ async fn kubectl_apply_of_the_examples_gets_every_boxtable_ready_and_get_wide_sh
     );
     let narrow = cluster.kubectl_ok(&["-n", "shop", "get", "bt"]).await;
     assert!(
-        !narrow.contains("KEY"),
-        "the key column is only shown with -o wide:\n{narrow}"
+        !narrow.contains("KEY") && !narrow.contains("DRIFTED"),
+        "the key and drift columns are only shown with -o wide:\n{narrow}"
     );
     cluster
         .no_advisory_lock_left("no advisory lock is left behind")

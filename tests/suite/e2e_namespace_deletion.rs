@@ -231,3 +231,82 @@ async fn with_the_operator_gone_retain_boxtables_and_their_namespace_are_deleted
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drop_finished_by_hand_leaves_no_finalizer_on_the_secret_and_its_namespace_goes() {
+    let cluster = Cluster::start().await;
+    let ns = "nsdelete-by-hand";
+    let _operator = cluster.operator(ns, "e2e-nsdelete-by-hand");
+    cluster.secret(ns, "db").await;
+    cluster
+        .apply(boxtable(ns, "stuck", "stuck_outbox", "Drop"))
+        .await;
+    cluster.wait_ready(ns, "stuck").await;
+    cluster
+        .eventually("the Secret to be kept for the drop", WAIT, || async {
+            secret_finalizers(&cluster, ns)
+                .await
+                .contains("drop.brighter.dev/")
+                .then_some(())
+        })
+        .await;
+    // A row makes the drop wait for consent, so its deletion stays stuck until someone acts.
+    connect(&cluster.db.url)
+        .await
+        .batch_execute(
+            "INSERT INTO public.stuck_outbox (messageid, topic, body) VALUES ('m-1', 't', 'b')",
+        )
+        .await
+        .unwrap();
+    cluster
+        .kubectl_ok(&["-n", ns, "delete", "boxtable", "stuck", "--wait=false"])
+        .await;
+    cluster
+        .eventually("the drop to wait for consent", WAIT, || async {
+            let reason = cluster
+                .kubectl_ok(&[
+                    "-n",
+                    ns,
+                    "get",
+                    "boxtable",
+                    "stuck",
+                    "-o",
+                    "jsonpath={.status.conditions[?(@.type==\"Ready\")].reason}",
+                ])
+                .await;
+            (reason == "DropBlocked").then_some(())
+        })
+        .await;
+
+    // The last resort of Troubleshooting: the BoxTable's finalizer removed by hand.
+    cluster
+        .kubectl_ok(&[
+            "-n",
+            ns,
+            "patch",
+            "boxtable",
+            "stuck",
+            "--type=json",
+            "-p",
+            r#"[{"op": "remove", "path": "/metadata/finalizers"}]"#,
+        ])
+        .await;
+    cluster
+        .eventually("the BoxTable to go", WAIT, || async {
+            let out = cluster
+                .kubectl(&["-n", ns, "get", "boxtable", "stuck"])
+                .await;
+            (!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("NotFound"))
+                .then_some(())
+        })
+        .await;
+
+    cluster
+        .kubectl_ok(&["delete", "namespace", ns, "--wait=false"])
+        .await;
+    wait_namespace_gone(&cluster, ns).await;
+    assert!(
+        table_exists(&cluster, "stuck_outbox").await,
+        "a drop given up by hand drops nothing"
+    );
+}

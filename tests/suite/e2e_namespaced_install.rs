@@ -243,3 +243,57 @@ async fn the_operator_runs_with_only_the_namespaced_roles_and_cannot_read_other_
         other => panic!("listing Secrets cluster-wide must be forbidden, got {other:?}"),
     }
 }
+
+/// The `kubectl create namespace <ns>` commands in `text` (comment markers and line wraps
+/// ignored), before the (last) command that applies the example.
+fn namespaces_created_before_the_apply(text: &str) -> BTreeSet<String> {
+    let flat = text
+        .lines()
+        .map(|l| l.trim().trim_start_matches('#').trim())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let before = flat
+        .rsplit_once("kubectl apply -k examples/namespaced-install/")
+        .map_or("", |(before, _)| before);
+    before
+        .split("kubectl create namespace ")
+        .skip(1)
+        .filter_map(|rest| rest.split([' ', '`']).next())
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn the_example_says_to_create_every_namespace_it_puts_roles_in_before_it_is_applied() {
+    let objects = render(control_plane());
+    let installed: BTreeSet<&str> = objects
+        .iter()
+        .filter(|o| kind(o) == "Namespace")
+        .filter_map(|o| o["metadata"]["name"].as_str())
+        .collect();
+    let needed: BTreeSet<String> = objects
+        .iter()
+        .filter_map(|o| o["metadata"]["namespace"].as_str())
+        .filter(|ns| !installed.contains(ns))
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(needed, watched(&objects));
+    for file in [
+        "examples/namespaced-install/kustomization.yaml",
+        "deploy/README.md",
+    ] {
+        let text = std::fs::read_to_string(root().join(file)).unwrap();
+        assert_eq!(
+            namespaces_created_before_the_apply(&text),
+            needed,
+            "{file} must say which namespaces to create before `kubectl apply -k examples/namespaced-install/`"
+        );
+    }
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    for ns in &needed {
+        assert!(
+            readme.contains(&format!("kubectl create namespace {ns}")),
+            "README.md does not say to create namespace {ns} for the namespaced install"
+        );
+    }
+}

@@ -456,3 +456,27 @@ async fn two_jobs_and_an_application_starting_together_migrate_each_table_once()
         "one creator per round"
     );
 }
+
+#[test]
+fn the_docs_name_every_configmap_key_ending_that_migrate_reads() {
+    use boxtable_operator::manifests::MANIFEST_EXTENSIONS;
+    let endings: Vec<String> = MANIFEST_EXTENSIONS
+        .iter()
+        .map(|e| format!("`.{e}`"))
+        .collect();
+    let (last, rest) = endings.split_last().unwrap();
+    let named = format!("ends in {} or {last}", rest.join(", "));
+    for file in ["README.md", "charts/boxtable-operator/values.yaml"] {
+        // Lines joined, comment markers dropped: the sentence may wrap.
+        let text = std::fs::read_to_string(root().join(file))
+            .unwrap()
+            .lines()
+            .map(|l| l.trim().trim_start_matches('#').trim())
+            .collect::<Vec<_>>()
+            .join(" ");
+        assert!(
+            text.contains(&named),
+            "{file} does not say that a mounted ConfigMap's keys are read when their name {named}"
+        );
+    }
+}

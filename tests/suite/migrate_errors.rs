@@ -304,3 +304,48 @@ async fn a_history_row_failing_after_its_ddl_in_the_same_batch_rolls_back_the_ta
     let outcome = run(&db, &outbox("Outbox").build()).await.unwrap();
     assert_eq!(outcome.to_version, 8);
 }
+
+#[tokio::test]
+async fn a_replay_index_name_another_table_holds_once_cut_to_63_bytes_is_refused_naming_both() {
+    let db = support::fresh_db().await;
+    let client = db.connect().await;
+    // Both names are 61 bytes: Brighter's idx_<table>_causationid is cut to the same 63 bytes,
+    // idx_<stem>.
+    let stem = "order_events_of_the_shop_for_every_tenant_and_every_regions";
+    let (first, second) = (format!("{stem}_a"), format!("{stem}_b"));
+    let cut = format!("idx_{stem}");
+    assert_eq!(cut.len(), 63);
+    run(&db, &outbox(&first).build()).await.unwrap();
+    assert_eq!(
+        indexes(&client, "public", &first)
+            .await
+            .into_iter()
+            .filter(|(name, _)| *name == cut)
+            .count(),
+        1,
+        "the first table has its replay index under the cut name"
+    );
+
+    // A new table: nothing is created, not even the table.
+    let err = fails_without_change(&db, &outbox(&second).build()).await;
+    assert_eq!(err.reason(), Reason::IndexNameConflict);
+    let text = err.to_string();
+    for needed in [
+        format!("replay index of public.{second}"),
+        format!(
+            "its name {cut} (Brighter's name idx_{second}_causationid, cut by PostgreSQL to 63 bytes)"
+        ),
+        format!("the index public.{cut} of table public.{first}"),
+        format!("ALTER INDEX public.{cut} RENAME TO"),
+    ] {
+        assert!(text.contains(&needed), "{needed:?} missing from: {text}");
+    }
+
+    // A table that reaches V8 by an upgrade is refused the same way, before any step.
+    outbox_at(&client, &format!("public.{second}"), 7, 0).await;
+    let err = fails_without_change(&db, &outbox(&second).build()).await;
+    assert_eq!(err.reason(), Reason::IndexNameConflict, "{err}");
+
+    // Below V8 there is no replay index, and nothing to refuse.
+    run(&db, &outbox(&second).target(7).build()).await.unwrap();
+}

@@ -102,9 +102,15 @@ fn every_observation() -> Vec<Observed> {
         },
         Observed::Deleting {
             policy: DeletionPolicy::Drop,
+            managed_elsewhere: false,
+        },
+        Observed::Deleting {
+            policy: DeletionPolicy::Drop,
+            managed_elsewhere: true,
         },
         Observed::Deleting {
             policy: DeletionPolicy::Retain,
+            managed_elsewhere: false,
         },
         Observed::Conflict {
             other: "shop/legacy-outbox".to_owned(),
@@ -221,6 +227,7 @@ fn deleting_with_drop_is_in_progress_and_names_the_table() {
     let plan = boxtable().table("scratch_outbox").plan();
     let observed = Observed::Deleting {
         policy: DeletionPolicy::Drop,
+        managed_elsewhere: false,
     };
     let status = desired_status(None, 2, Some(&plan), &observed, t(0));
     assert_eq!(kstatus(&status), IN_PROGRESS);
@@ -228,6 +235,24 @@ fn deleting_with_drop_is_in_progress_and_names_the_table() {
         ready(&status),
         ("Deleting", "dropping public.scratch_outbox")
     );
+}
+
+#[test]
+fn deleting_a_table_another_boxtable_manages_says_keeping_from_the_start() {
+    let plan = boxtable().table("scratch_outbox").plan();
+    let observed = Observed::Deleting {
+        policy: DeletionPolicy::Drop,
+        managed_elsewhere: true,
+    };
+    let status = desired_status(None, 2, Some(&plan), &observed, t(0));
+    assert_eq!(kstatus(&status), IN_PROGRESS);
+    let (reason, message) = ready(&status);
+    assert_eq!(reason, "Deleting");
+    assert!(
+        message.starts_with("keeping public.scratch_outbox: another BoxTable manages it"),
+        "{message}"
+    );
+    assert!(!message.contains("dropping"), "{message}");
 }
 
 // ---- done -----------------------------------------------------------------------------------
@@ -741,7 +766,7 @@ fn a_suspended_status_shows_the_pending_plan_until_the_run_after_it_ends() {
 }
 
 #[test]
-fn a_drift_check_sets_the_drifted_condition_and_other_passes_keep_it() {
+fn a_drift_check_sets_the_drifted_condition_and_other_passes_say_they_did_not_check() {
     use boxtable_operator::migrate::drift::{Difference, DriftReport};
     let mut outcome = outcome(RunPath::UpToDate, 8, 8);
     outcome.drift = Some(DriftReport {
@@ -772,11 +797,20 @@ fn a_drift_check_sets_the_drifted_condition_and_other_passes_keep_it() {
         },
         t(5),
     );
+    let unchecked = condition(&failed, "Drifted");
     assert_eq!(
-        condition(&failed, "Drifted"),
-        c,
-        "kept unchanged without a check"
+        (unchecked.status.as_str(), unchecked.reason.as_str()),
+        ("Unknown", "NotChecked"),
+        "a pass without a check claims no finding"
     );
+    assert_eq!(
+        unchecked.message,
+        format!(
+            "the table's shape was not checked in the last pass: the pass stopped at ConnectionFailed; the last check found drift: {}",
+            c.message
+        )
+    );
+    assert_eq!(unchecked.last_transition_time.0, t(5));
 
     outcome.drift.as_mut().unwrap().differences.clear();
     let clean = desired_status(
