@@ -87,7 +87,6 @@ pub fn control_plane() -> &'static ControlPlane {
         .unwrap_or_else(|message| panic!("{message}"))
 }
 
-/// The repository root.
 /// Runs `kubectl` (blocking) from the repository root with `kubeconfig`, with `stdin` piped in
 /// when given; returns its output, whatever its exit status.
 pub fn run_kubectl<S: AsRef<std::ffi::OsStr>>(
@@ -118,6 +117,16 @@ pub fn run_kubectl<S: AsRef<std::ffi::OsStr>>(
     child.wait_with_output().unwrap()
 }
 
+/// The kubectl to render kustomizations with: the control plane's when there is one (its
+/// kustomize knows every built-in kind's scope), else `$KUBECTL` or `kubectl` on PATH.
+pub fn kubectl_for_kustomize() -> PathBuf {
+    if let Some(bin) = std::env::var_os("CONTROL_PLANE_BIN").filter(|p| !p.is_empty()) {
+        return PathBuf::from(bin).join("kubectl");
+    }
+    PathBuf::from(std::env::var_os("KUBECTL").unwrap_or_else(|| "kubectl".into()))
+}
+
+/// The repository root.
 pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
