@@ -102,9 +102,17 @@ fn helm_home() -> &'static Path {
 
 /// Runs Helm `major` from the repository root; with a control plane, against it as the admin.
 fn helm(major: &str, plane: Option<&ControlPlane>, args: &[&str]) -> Output {
+    helm_command(major, plane)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("running helm {major} {}: {e}", args.join(" ")))
+}
+
+/// Helm `major`, set to run from the repository root with Helm directories of its own; with a
+/// control plane, against it as the admin. The caller adds the arguments.
+pub(crate) fn helm_command(major: &str, plane: Option<&ControlPlane>) -> Command {
     let mut cmd = Command::new(helm_binary(major));
-    cmd.args(args)
-        .current_dir(root())
+    cmd.current_dir(root())
         .env("HELM_CONFIG_HOME", helm_home().join("config"))
         .env("HELM_CACHE_HOME", helm_home().join("cache"))
         .env("HELM_DATA_HOME", helm_home().join("data"))
@@ -115,8 +123,7 @@ fn helm(major: &str, plane: Option<&ControlPlane>, args: &[&str]) -> Output {
         // Rendering and linting need no cluster; make sure none is used.
         None => cmd.env("KUBECONFIG", helm_home().join("no-kubeconfig")),
     };
-    cmd.output()
-        .unwrap_or_else(|e| panic!("running helm {major} {}: {e}", args.join(" ")))
+    cmd
 }
 
 /// Runs Helm and returns its stdout, failing the test with everything it printed otherwise.
