@@ -244,7 +244,22 @@ async fn installed_with_a_ready_drop_boxtable(how: Install, ns: &str) -> Install
         },
     });
     cluster.apply(boxtable.to_string()).await;
-    cluster.wait_ready(ns, "orders").await;
+    let ready = cluster
+        .kubectl(&[
+            "-n",
+            ns,
+            "wait",
+            "--for=condition=Ready",
+            "boxtable/orders",
+            &format!("--timeout={}s", WAIT.as_secs()),
+        ])
+        .await;
+    assert!(
+        ready.status.success(),
+        "{ns}/orders is not Ready: {}\noperator log:\n{}",
+        String::from_utf8_lossy(&ready.stderr),
+        operator.logs()
+    );
     let installed = Installed {
         operator,
         cluster,
