@@ -1,9 +1,14 @@
-//! Go-style duration strings in the BoxTable spec (`30s`, `1m30s`, `500ms`, `0s`): the schema
-//! pattern the API server enforces and the parser that agrees with it.
+//! Go-style duration strings in the BoxTable spec (`30s`, `1m30s`, `500ms`, `0s`): the pattern,
+//! the CEL rules the API server (and `migrate`) enforce with it, and the parser that agrees.
 //!
 //! The accepted form is deliberately narrower than Go's `time.ParseDuration`: units `h`, `m`, `s`
 //! and `ms`, each at most once, in that order, with whole numbers only. Every string the pattern
 //! accepts parses, and every string it refuses is refused by the parser too.
+//!
+//! The schema checks a duration field with two CEL rules ([`cel_rules`]) instead of an OpenAPI
+//! `pattern`, so each mistake gets one message that says what to write, worded the same by
+//! kube-apiserver and by `migrate`: a pattern refusal would quote the whole regular expression,
+//! and a `duration()` rule evaluated on text it cannot parse would add a "type conversion error".
 
 use std::time::Duration;
 
@@ -13,6 +18,40 @@ use std::time::Duration;
 /// way; the alternation keeps the empty string out without a separate `minLength`, and nine digits
 /// per unit keep every accepted value far from overflow.
 pub const DURATION_PATTERN: &str = "^([0-9]{1,9}h([0-9]{1,9}m)?([0-9]{1,9}s)?([0-9]{1,9}ms)?|[0-9]{1,9}m([0-9]{1,9}s)?([0-9]{1,9}ms)?|[0-9]{1,9}s([0-9]{1,9}ms)?|[0-9]{1,9}ms)$";
+
+/// Matched after [`DURATION_PATTERN`], before CEL's `duration()` is called: every string that
+/// matches both parses in Go's `time.ParseDuration` (kube-apiserver's `duration()`) without
+/// overflowing its 2^63 nanoseconds (999999h + 9999999m + 999999999s + 999999999ms is about
+/// 5.2e18 ns). A string that matches the first pattern and not this one has at least 1000000
+/// hours or 10000000 minutes, far above every maximum.
+pub const GO_PARSEABLE_PATTERN: &str =
+    "^(0*[0-9]{1,6}h)?(0*[0-9]{1,7}m)?(0*[0-9]{1,9}s)?(0*[0-9]{1,9}ms)?$";
+
+/// The rule message for text that is not a duration (the API server prefixes the field and the
+/// value: `spec.lock.timeout: Invalid value: "30 s": must be a duration ...`).
+pub const NOT_A_DURATION: &str = "must be a duration of whole numbers with units h, m, s, ms in \
+    that order, like 30s, 1m30s or 500ms";
+
+/// The two CEL rules of a duration field whose values may not exceed `max`: the text has the
+/// accepted form ([`NOT_A_DURATION`] otherwise), and it is at most `max` (`must be at most 1h`).
+/// The second holds for text the first refuses and calls `duration()` only on text that parses,
+/// so every mistake draws exactly one message.
+pub fn cel_rules(max: Duration) -> serde_json::Value {
+    let max = format_duration(max);
+    serde_json::json!([
+        {
+            "rule": format!("self.matches('{DURATION_PATTERN}')"),
+            "message": NOT_A_DURATION,
+        },
+        {
+            "rule": format!(
+                "!self.matches('{DURATION_PATTERN}') || \
+                 (self.matches('{GO_PARSEABLE_PATTERN}') && duration(self) <= duration('{max}'))"
+            ),
+            "message": format!("must be at most {max}"),
+        },
+    ])
+}
 
 /// The longest advisory-lock wait a spec may ask for.
 pub const MAX_LOCK_TIMEOUT: Duration = Duration::from_secs(60 * 60);
@@ -216,6 +255,58 @@ mod tests {
                 "pattern and parser disagree on {text:?}"
             );
         }
+    }
+
+    #[test]
+    fn the_go_parseable_pattern_keeps_go_from_overflowing_and_refuses_only_huge_values() {
+        let shape = regex::Regex::new(DURATION_PATTERN).unwrap();
+        let parseable = regex::Regex::new(GO_PARSEABLE_PATTERN).unwrap();
+        let numbers = [
+            None,
+            Some("0"),
+            Some("1"),
+            Some("000000001"),
+            Some("999999"),
+            Some("1000000"),
+            Some("9999999"),
+            Some("10000000"),
+            Some("999999999"),
+        ];
+        let go_max_ms = u64::try_from(i64::MAX / 1_000_000).unwrap();
+        for h in numbers {
+            for m in numbers {
+                for s in numbers {
+                    for ms in numbers {
+                        let text: String = [(h, "h"), (m, "m"), (s, "s"), (ms, "ms")]
+                            .iter()
+                            .filter_map(|(n, unit)| n.map(|n| format!("{n}{unit}")))
+                            .collect();
+                        if !shape.is_match(&text) {
+                            continue;
+                        }
+                        let millis = parse_duration(&text).unwrap().as_millis();
+                        if parseable.is_match(&text) {
+                            assert!(millis < u128::from(go_max_ms), "{text} overflows Go");
+                        } else {
+                            assert!(millis > 24 * 3_600_000, "{text} is refused as too long");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn each_duration_field_gets_a_shape_rule_and_a_guarded_maximum_rule() {
+        let rules = cel_rules(MAX_LOCK_TIMEOUT);
+        assert_eq!(rules[0]["message"], NOT_A_DURATION);
+        assert_eq!(rules[1]["message"], "must be at most 1h");
+        let guarded = rules[1]["rule"].as_str().unwrap();
+        assert!(guarded.starts_with(&format!("!self.matches('{DURATION_PATTERN}') || (")));
+        assert!(
+            guarded.ends_with("duration(self) <= duration('1h'))"),
+            "{guarded}"
+        );
     }
 
     #[test]

@@ -30,8 +30,13 @@ pub enum Reason {
     InvalidConnectionString,
     /// The database could not be reached.
     ConnectionFailed,
-    /// The database refused the credentials.
+    /// The database refused the credentials, or asked for a password the connection string lacks.
     AuthenticationFailed,
+    /// The database the connection string names (or, naming none, the user name) does not exist.
+    DatabaseNotFound,
+    /// TLS as the connection string requires it cannot be had: the server offers none, or its
+    /// certificate fails verification.
+    TlsFailed,
     /// The role lacks a privilege the migration needs.
     PermissionDenied,
     /// The box table's schema does not exist.
@@ -77,11 +82,14 @@ pub enum Reason {
     /// Un-suspended, the run found the table changed since the pending plan was shown and ran
     /// what it found instead.
     Replanned,
+    /// The BoxTable took over a table whose ownership record named another BoxTable that no
+    /// longer exists, or one the user asked to adopt from (an event only).
+    TakenOver,
 }
 
 impl Reason {
     /// Every reason, for tests and for pre-registering metric labels.
-    pub const ALL: [Reason; 33] = [
+    pub const ALL: [Reason; 36] = [
         Reason::UpToDate,
         Reason::Migrated,
         Reason::AheadOfOperator,
@@ -94,6 +102,8 @@ impl Reason {
         Reason::InvalidConnectionString,
         Reason::ConnectionFailed,
         Reason::AuthenticationFailed,
+        Reason::DatabaseNotFound,
+        Reason::TlsFailed,
         Reason::PermissionDenied,
         Reason::SchemaNotFound,
         Reason::ReadOnlyDatabase,
@@ -115,6 +125,7 @@ impl Reason {
         Reason::Drifted,
         Reason::NoDrift,
         Reason::Replanned,
+        Reason::TakenOver,
     ];
 
     /// The PascalCase string used in conditions, events and metrics.
@@ -132,6 +143,8 @@ impl Reason {
             Reason::InvalidConnectionString => "InvalidConnectionString",
             Reason::ConnectionFailed => "ConnectionFailed",
             Reason::AuthenticationFailed => "AuthenticationFailed",
+            Reason::DatabaseNotFound => "DatabaseNotFound",
+            Reason::TlsFailed => "TlsFailed",
             Reason::PermissionDenied => "PermissionDenied",
             Reason::SchemaNotFound => "SchemaNotFound",
             Reason::ReadOnlyDatabase => "ReadOnlyDatabase",
@@ -153,6 +166,7 @@ impl Reason {
             Reason::Drifted => "Drifted",
             Reason::NoDrift => "NoDrift",
             Reason::Replanned => "Replanned",
+            Reason::TakenOver => "TakenOver",
         }
     }
 
@@ -160,7 +174,9 @@ impl Reason {
     /// to retried with backoff (kstatus `Reconciling`).
     ///
     /// Lock timeouts stall: the configured budget was spent, and retrying at once would only queue
-    /// more waiters behind the holder. A periodic resync tries again later.
+    /// more waiters behind the holder. A periodic resync tries again later. So do the connection
+    /// mistakes only a person can fix (credentials, a database that does not exist, TLS the
+    /// server cannot give): retrying them with backoff would only repeat the same refusal.
     pub fn is_stalled(self) -> bool {
         matches!(
             self,
@@ -169,6 +185,8 @@ impl Reason {
                 | Reason::SecretNotSelected
                 | Reason::InvalidConnectionString
                 | Reason::AuthenticationFailed
+                | Reason::DatabaseNotFound
+                | Reason::TlsFailed
                 | Reason::PermissionDenied
                 | Reason::SchemaNotFound
                 | Reason::ReadOnlyDatabase
@@ -206,6 +224,7 @@ impl Reason {
                 | Reason::Drifted
                 | Reason::NoDrift
                 | Reason::Replanned
+                | Reason::TakenOver
         )
     }
 

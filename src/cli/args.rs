@@ -87,6 +87,12 @@ pub struct RunArgs {
     /// Idle PostgreSQL sessions kept across all databases; past it the oldest idle one is closed.
     #[arg(long, default_value_t = 64)]
     pub db_max_idle_sessions: usize,
+    /// This cluster's name in the ownership records written into table comments: with the
+    /// BoxTable's namespace and name it is the owner's identity, so a BoxTable re-created,
+    /// restored (also into a new cluster given the same name) or re-installed takes its table back.
+    /// Give every cluster whose operators share a database a name of its own.
+    #[arg(long, env = "BOXTABLE_CLUSTER_NAME", default_value = "default", value_parser = parse_cluster_name)]
+    pub cluster_name: String,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -153,6 +159,22 @@ pub fn parse_interval(text: &str) -> Result<Duration, String> {
         Ok(d) if d >= Duration::from_secs(1) => Ok(d),
         Ok(_) => Err("must be at least 1s".to_owned()),
         Err(e) => Err(e.to_string()),
+    }
+}
+
+/// A cluster name: 1 to 63 lowercase letters, digits, `-` and `.`, starting and ending with a
+/// letter or digit (it is written into table comments, one word among others).
+pub fn parse_cluster_name(text: &str) -> Result<String, String> {
+    let allowed = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.';
+    let edge = |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    if (1..=63).contains(&text.len())
+        && text.chars().all(allowed)
+        && edge(text.chars().next())
+        && edge(text.chars().last())
+    {
+        Ok(text.to_owned())
+    } else {
+        Err("must be 1 to 63 lowercase letters, digits, '-' or '.', starting and ending with a letter or digit (for example prod-eu-1)".to_owned())
     }
 }
 

@@ -96,6 +96,7 @@ async fn run_controller(args: RunArgs) -> ExitCode {
             idle_timeout: args.db_session_idle_timeout,
             max_idle: args.db_max_idle_sessions,
         },
+        cluster_name: args.cluster_name.clone(),
     };
     tracing::info!(
         namespaces = ?settings.namespaces,
@@ -103,6 +104,7 @@ async fn run_controller(args: RunArgs) -> ExitCode {
         resync = ?settings.resync,
         db_sessions_per_target = settings.sessions.per_target,
         leader_election = settings.leader_election_namespace.is_some(),
+        cluster_name = %settings.cluster_name,
         "starting controller"
     );
     let result = controller::run(client, settings, metrics, readiness, shutdown.clone()).await;

@@ -75,7 +75,7 @@ pub(super) async fn cleanup(
     let source = secret_source(bt, &pass.namespace);
     let target = target(&secret, &app, &source);
     let request = DropRequest {
-        owner: owner_of(bt, &pass.namespace),
+        owner: owner_of(bt, &pass.namespace, &ctx.cluster_name),
         consent: consented(bt, &plan),
         suspended: bt.spec.suspend,
     };

@@ -45,6 +45,8 @@ pub struct Context {
     pub secrets: Arc<secrets::SecretReader>,
     /// The PostgreSQL sessions kept between passes, shared by every pass of this process.
     pub sessions: Arc<crate::db::SessionPool>,
+    /// This cluster's name in ownership records.
+    pub cluster_name: String,
 }
 
 /// Why a pass failed in a way that needs a retry with backoff (database-level failures are not
@@ -109,11 +111,14 @@ pub(super) async fn read_secret(
         .await
 }
 
-/// The BoxTable as the owner of its table (see [`crate::migrate::ownership`]).
-pub(super) fn owner_of(bt: &BoxTable, namespace: &str) -> Owner {
+/// The BoxTable as the owner of its table in this cluster (see [`crate::migrate::ownership`]).
+pub(super) fn owner_of(bt: &BoxTable, namespace: &str, cluster: &str) -> Owner {
     Owner {
+        cluster: cluster.to_owned(),
+        namespace: namespace.to_owned(),
+        name: bt.name_any(),
         uid: bt.uid().unwrap_or_default(),
-        boxtable: format!("{namespace}/{}", bt.name_any()),
+        takes_over: None,
     }
 }
 

@@ -154,6 +154,22 @@ pub fn replanned(plan: &Plan, note: String) -> Transition {
     }
 }
 
+/// The Normal event for a table taken over from an owner that is gone (or that the user asked to
+/// adopt from), naming that owner.
+pub fn taken_over(plan: &Plan, from: &crate::migrate::ownership::OwnerRecord) -> Transition {
+    Transition {
+        warning: false,
+        reason: Reason::TakenOver,
+        action: "Adopt",
+        note: format!(
+            "{} taken over from BoxTable {} (uid {}), the owner its ownership record named",
+            plan.table(),
+            from.boxtable,
+            from.uid
+        ),
+    }
+}
+
 fn action_for(reason: Reason) -> &'static str {
     match reason {
         Reason::LockTimeout | Reason::LockLost | Reason::WaitingForLock => "Lock",

@@ -4,6 +4,7 @@
 //! reconciles each through [`reconcile`]: finalizer glue around `apply` and `cleanup`, status by
 //! server-side apply only when it changed, events on transitions.
 
+mod adoption;
 pub mod backoff;
 pub mod cache;
 mod cleanup;
@@ -61,6 +62,9 @@ pub struct Settings {
     /// How many PostgreSQL sessions are kept, per database target and in all, and for how long
     /// (`--db-sessions-per-target`, `--db-session-idle-timeout`, `--db-max-idle-sessions`).
     pub sessions: crate::db::PoolSettings,
+    /// This cluster's name in ownership records (`--cluster-name`, see
+    /// [`crate::migrate::ownership`]).
+    pub cluster_name: String,
 }
 
 /// Why the controller stopped before shutdown was asked for.
@@ -220,6 +224,7 @@ pub async fn run(
             holds,
             secrets: reader,
             sessions: sessions.clone(),
+            cluster_name: settings.cluster_name.clone(),
         });
         let readiness = readiness.clone();
         let ready_store = store.clone();

@@ -14,6 +14,7 @@ use kube::api::Api;
 use kube::runtime::controller::Action;
 use tracing::Instrument;
 
+use super::adoption;
 use super::cleanup::{Cleanup, cleanup};
 use super::conflicts;
 use super::context::{
@@ -170,7 +171,7 @@ async fn apply(
     }
     let pass = Pass::new(bt, ctx, api);
     let plan = match crate::plan::plan(&bt.spec) {
-        Ok(plan) => plan.with_owner(owner_of(bt, &pass.namespace)),
+        Ok(plan) => plan.with_owner(owner_of(bt, &pass.namespace, &ctx.cluster_name)),
         Err(error) => {
             let observed = Observed::Failed {
                 reason: error.reason(),
@@ -249,27 +250,48 @@ async fn migrate(
     target: &Target<'_>,
 ) -> Result<Action, ReconcileError> {
     let ctx = pass.ctx;
-    let (on_waiting, contention) = super::write::contention();
-    let (on_holding, holding) = super::write::holding();
-    let (api, bt) = (pass.api, pass.bt);
-    let run = pass::migrate(
-        &ctx.sessions,
-        target,
-        plan,
-        &ctx.shutdown,
-        on_waiting,
-        move || async move {
-            let verdict = still_wanted(api, bt).await;
-            if verdict.is_ok() {
-                on_holding();
+    let mut result = run(&mut pass, plan, target).await;
+    // A table recorded as another owner's: taken over when that owner is gone (or the user asked
+    // for it), by running once more allowed to replace exactly that record; else refused with
+    // how to resolve it. A record that changed in between refuses the second run as well.
+    let mut taken_over = None;
+    if let Err(converge::ConvergeError::Run {
+        source: crate::migrate::RunError::NotOwner { record, .. },
+        ..
+    }) = &result
+    {
+        let (bt, namespace) = (pass.bt, pass.namespace.as_str());
+        match adoption::judge(
+            &ctx.client,
+            bt,
+            namespace,
+            &ctx.cluster_name,
+            plan.table(),
+            record,
+        )
+        .await
+        {
+            adoption::Verdict::TakeOver(uid) => {
+                let owner = owner_of(bt, namespace, &ctx.cluster_name).taking_over(&uid);
+                let plan = plan.clone().with_owner(owner);
+                taken_over = Some(record.clone());
+                result = run(&mut pass, &plan, target).await;
             }
-            verdict
-        },
-        DriftCheck::After,
-    );
-    let result = pass
-        .run_reporting_waits(plan, contention, Some(holding), run)
-        .await;
+            adoption::Verdict::Refuse(message) => {
+                tracing::info!(table = %plan.table(), owner = %record.boxtable, "table refused: another owner's record");
+                let observed = Observed::Failed {
+                    reason: Reason::TableConflict,
+                    message,
+                    lock: None,
+                };
+                return pass.finish(Some(plan), observed).await;
+            }
+        }
+    }
+    if let (Some(record), Ok(_)) = (&taken_over, &result) {
+        tracing::info!(table = %plan.table(), from = %record.boxtable, from_uid = %record.uid, "took the table over from an owner that no longer exists");
+        events::publish(&ctx.events, pass.bt, vec![events::taken_over(plan, record)]).await;
+    }
     let observed = match result {
         Ok(outcome) => {
             if let Some(note) = crate::status::replanned(pass.written.as_ref(), &outcome) {
@@ -341,6 +363,35 @@ async fn migrate(
         }
     };
     pass.finish(Some(plan), observed).await
+}
+
+/// One run of the migration for `pass` (see [`migrate`]), with its waits and progress reported.
+async fn run(
+    pass: &mut Pass<'_>,
+    plan: &Plan,
+    target: &Target<'_>,
+) -> Result<crate::migrate::Outcome, converge::ConvergeError> {
+    let ctx = pass.ctx;
+    let (on_waiting, contention) = super::write::contention();
+    let (on_holding, holding) = super::write::holding();
+    let (api, bt) = (pass.api, pass.bt);
+    let run = pass::migrate(
+        &ctx.sessions,
+        target,
+        plan,
+        &ctx.shutdown,
+        on_waiting,
+        move || async move {
+            let verdict = still_wanted(api, bt).await;
+            if verdict.is_ok() {
+                on_holding();
+            }
+            verdict
+        },
+        DriftCheck::After,
+    );
+    pass.run_reporting_waits(plan, contention, Some(holding), run)
+        .await
 }
 
 /// The gate of every migration (see [`crate::migrate::runner::run_gated`]), asked with the table's

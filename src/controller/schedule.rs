@@ -17,7 +17,9 @@ use std::time::Duration;
 use kube::ResourceExt;
 use tokio::time::Instant;
 
-use crate::crd::{BoxTable, CONFIRM_DROP_ANNOTATION, RECONCILE_REQUESTED_ANNOTATION};
+use crate::crd::{
+    ADOPT_ANNOTATION, BoxTable, CONFIRM_DROP_ANNOTATION, RECONCILE_REQUESTED_ANNOTATION,
+};
 
 /// How long a released object is remembered (far longer than a queued trigger can wait).
 const RELEASED_MEMORY: Duration = Duration::from_secs(600);
@@ -29,6 +31,7 @@ pub struct Trigger {
     deleting: bool,
     confirm_drop: Option<String>,
     requested: Option<String>,
+    adopt: Option<String>,
 }
 
 impl Trigger {
@@ -42,6 +45,7 @@ impl Trigger {
                 .annotations()
                 .get(RECONCILE_REQUESTED_ANNOTATION)
                 .cloned(),
+            adopt: bt.annotations().get(ADOPT_ANNOTATION).cloned(),
         }
     }
 }
@@ -150,6 +154,7 @@ mod tests {
             deleting: false,
             confirm_drop: None,
             requested: None,
+            adopt: None,
         }
     }
 

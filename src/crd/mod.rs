@@ -9,7 +9,7 @@ use kube::{CustomResource, CustomResourceExt};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::duration::DURATION_PATTERN;
+use crate::duration::{self, MAX_DDL_TIMEOUT, MAX_LOCK_TIMEOUT};
 use crate::ident::{IDENT_PATTERN, MAX_IDENT_BYTES};
 
 /// The box, payload and history scope a spec names are the migration core's own types.
@@ -38,6 +38,11 @@ pub const FINALIZER: &str = "brighter.dev/cleanup";
 /// (`schema.table`, as `status.table` shows it). Needed when the table holds rows or was adopted
 /// rather than created by the BoxTable.
 pub const CONFIRM_DROP_ANNOTATION: &str = "brighter.dev/confirm-drop";
+/// The annotation that lets a BoxTable take over a table whose ownership record names a BoxTable
+/// of another namespace that no longer exists, or a BoxTable of another cluster name: its value
+/// must name the table exactly (`schema.table`, as `status.table` shows it). A table whose
+/// recorded owner still exists is never taken over.
+pub const ADOPT_ANNOTATION: &str = "brighter.dev/adopt";
 /// The annotation that asks for a pass now: any new value (a timestamp, by convention) starts one
 /// at once and resets the retry backoff, as Flux's `reconcile.fluxcd.io/requestedAt` does.
 pub const RECONCILE_REQUESTED_ANNOTATION: &str = "brighter.dev/reconcile-requested-at";
@@ -297,13 +302,8 @@ pub struct LockSpec {
     /// BoxTable stalls with `LockTimeout`, naming the session holding the lock.
     #[serde(default = "default_lock_timeout")]
     #[schemars(
-        regex(pattern = DURATION_PATTERN),
         length(max = MAX_DURATION_TEXT),
-        extend("x-kubernetes-validations" = [{
-            "rule": "duration(self) <= duration('1h')",
-            "message": "lock.timeout must be at most 1h",
-            "messageExpression": "'duration \"' + self + '\" is longer than the maximum of 1h'"
-        }])
+        extend("x-kubernetes-validations" = duration::cel_rules(MAX_LOCK_TIMEOUT))
     )]
     pub timeout: String,
 }
@@ -332,13 +332,8 @@ pub struct DdlSpec {
     /// duration form, like `5s`; at most `24h`. Not the advisory-lock wait (`lock.timeout`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(
-        regex(pattern = DURATION_PATTERN),
         length(max = MAX_DURATION_TEXT),
-        extend("x-kubernetes-validations" = [{
-            "rule": "duration(self) <= duration('24h')",
-            "message": "ddl.lockTimeout must be at most 24h",
-            "messageExpression": "'duration \"' + self + '\" is longer than the maximum of 24h'"
-        }])
+        extend("x-kubernetes-validations" = duration::cel_rules(MAX_DDL_TIMEOUT))
     )]
     pub lock_timeout: Option<String>,
     /// PostgreSQL `statement_timeout` for the DDL statements: how long one statement may run.
@@ -346,13 +341,8 @@ pub struct DdlSpec {
     /// migration back.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(
-        regex(pattern = DURATION_PATTERN),
         length(max = MAX_DURATION_TEXT),
-        extend("x-kubernetes-validations" = [{
-            "rule": "duration(self) <= duration('24h')",
-            "message": "ddl.statementTimeout must be at most 24h",
-            "messageExpression": "'duration \"' + self + '\" is longer than the maximum of 24h'"
-        }])
+        extend("x-kubernetes-validations" = duration::cel_rules(MAX_DDL_TIMEOUT))
     )]
     pub statement_timeout: Option<String>,
 }

@@ -4,15 +4,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::task::JoinHandle;
-use tokio_postgres::error::SqlState;
 use tokio_postgres::tls::MakeTlsConnect;
 use tokio_postgres::{CancelToken, Client, Config, Connection, NoTls, Socket};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
-use super::tls::{self, TlsError};
+use super::connect_error::{Attempt, ConnectError, classify};
+use super::tls;
 use super::{ConnectionSettings, TlsMode};
 use crate::lock::LockStatements;
-use crate::reason::Reason;
 use crate::report::prefix;
 
 /// Connect timeout when the connection string sets none.
@@ -29,96 +28,6 @@ const SESSION_SETUP: &str = "SELECT pg_backend_pid(), \
      CASE WHEN current_setting('server_version_num')::int >= 140000 \
           THEN set_config('idle_session_timeout', '0', false) END, \
      current_setting('server_version_num')::int";
-
-/// Why a session could not be opened. Messages name host, port and user, never the password.
-#[derive(Debug, thiserror::Error)]
-pub enum ConnectError {
-    /// The server could not be reached or refused the session.
-    #[error("connecting to PostgreSQL at {target} as {user} failed")]
-    Connect {
-        /// Host and port, never the password.
-        target: String,
-        /// The role.
-        user: String,
-        /// The driver error.
-        #[source]
-        source: tokio_postgres::Error,
-    },
-    /// The server refused the credentials (SQLSTATE 28P01 or 28000).
-    #[error("authenticating to PostgreSQL at {target} as {user} failed")]
-    Authenticate {
-        /// Host and port.
-        target: String,
-        /// The role.
-        user: String,
-        /// The driver error.
-        #[source]
-        source: tokio_postgres::Error,
-    },
-    /// TLS could not be negotiated (for example `sslmode=require` and a server without TLS).
-    #[error("tls handshake with PostgreSQL at {target} failed (sslmode={mode})")]
-    Tls {
-        /// Host and port.
-        target: String,
-        /// The TLS mode in force.
-        mode: TlsMode,
-        /// The driver error.
-        #[source]
-        source: tokio_postgres::Error,
-    },
-    /// Connecting took longer than the connect timeout.
-    #[error("connecting to PostgreSQL at {target} as {user} timed out after {seconds}s")]
-    Timeout {
-        /// Host and port.
-        target: String,
-        /// The role.
-        user: String,
-        /// The timeout that elapsed.
-        seconds: u64,
-    },
-    /// The CA bundle (Secret key `ca.crt`) is unusable.
-    #[error("building the tls configuration for {target} failed")]
-    TlsConfig {
-        /// Host and port.
-        target: String,
-        /// Why.
-        #[source]
-        source: TlsError,
-    },
-    /// The session opened but `pg_backend_pid()` failed.
-    #[error("reading the backend pid on {target} failed")]
-    BackendPid {
-        /// Host and port.
-        target: String,
-        /// The driver error.
-        #[source]
-        source: tokio_postgres::Error,
-    },
-    /// The session opened but the advisory lock statements could not be prepared.
-    #[error("preparing the advisory lock statements on {target} failed")]
-    PrepareLock {
-        /// Host and port.
-        target: String,
-        /// The driver error.
-        #[source]
-        source: tokio_postgres::Error,
-    },
-}
-
-impl ConnectError {
-    /// The bounded reason for status, events and metrics.
-    pub fn reason(&self) -> Reason {
-        match self {
-            ConnectError::Authenticate { .. } => Reason::AuthenticationFailed,
-            ConnectError::TlsConfig { .. } => Reason::InvalidConnectionString,
-            ConnectError::Connect { .. }
-            | ConnectError::Tls { .. }
-            | ConnectError::Timeout { .. }
-            | ConnectError::BackendPid { .. }
-            | ConnectError::PrepareLock { .. } => Reason::ConnectionFailed,
-        }
-    }
-}
 
 /// A dedicated session with its connection task. Dropping it closes the connection, which frees
 /// any session-level advisory lock on the server.
@@ -159,7 +68,7 @@ impl Session {
         })?;
         let Some(connector) = connector else {
             config.ssl_mode(tokio_postgres::config::SslMode::Disable);
-            return Self::open(config, NoTls, None, application_name, timeout).await;
+            return Self::open(config, NoTls, None, application_name, timeout, mode).await;
         };
         if mode == TlsMode::Prefer {
             config.ssl_mode(tokio_postgres::config::SslMode::Prefer);
@@ -169,13 +78,14 @@ impl Session {
                 Some(connector),
                 application_name,
                 timeout,
+                mode,
             )
             .await
             {
                 Err(ConnectError::Tls { source, .. }) => {
                     tracing::debug!(%target, error = %source, "tls handshake failed with sslmode=prefer; retrying without tls");
                     config.ssl_mode(tokio_postgres::config::SslMode::Disable);
-                    Self::open(config, NoTls, None, application_name, timeout).await
+                    Self::open(config, NoTls, None, application_name, timeout, mode).await
                 }
                 other => other,
             }
@@ -187,6 +97,7 @@ impl Session {
                 Some(connector),
                 application_name,
                 timeout,
+                mode,
             )
             .await
         }
@@ -208,15 +119,26 @@ impl Session {
         config
             .connect_timeout(timeout)
             .ssl_mode(tokio_postgres::config::SslMode::Disable);
-        Self::open(config, NoTls, None, application_name, timeout).await
+        Self::open(
+            config,
+            NoTls,
+            None,
+            application_name,
+            timeout,
+            TlsMode::Disable,
+        )
+        .await
     }
 
+    /// Connects with `config` over `tls`; `mode` is what the connection string asked for, for
+    /// messages.
     async fn open<T>(
         mut config: Config,
         tls: T,
         cancel_tls: Option<MakeRustlsConnect>,
         application_name: &str,
         timeout: Duration,
+        mode: TlsMode,
     ) -> Result<Self, ConnectError>
     where
         T: MakeTlsConnect<Socket> + Send,
@@ -236,7 +158,15 @@ impl Session {
         let budget = timeout.saturating_mul(u32::try_from(hosts).unwrap_or(u32::MAX));
         let (client, connection) = match tokio::time::timeout(budget, config.connect(tls)).await {
             Ok(Ok(pair)) => pair,
-            Ok(Err(source)) => return Err(classify(target, user, config.get_ssl_mode(), source)),
+            Ok(Err(source)) => {
+                let attempt = Attempt {
+                    target,
+                    user,
+                    dbname: config.get_dbname().map(str::to_owned),
+                    mode,
+                };
+                return Err(classify(attempt, source));
+            }
             Err(_) => {
                 return Err(ConnectError::Timeout {
                     target,
@@ -347,44 +277,6 @@ where
             tracing::debug!(error = %error, "postgres connection ended");
         }
     })
-}
-
-/// Sorts a driver error into authentication, TLS or connection failures.
-fn classify(
-    target: String,
-    user: String,
-    ssl_mode: tokio_postgres::config::SslMode,
-    source: tokio_postgres::Error,
-) -> ConnectError {
-    let auth_state = matches!(
-        source.code(),
-        Some(c) if *c == SqlState::INVALID_PASSWORD || *c == SqlState::INVALID_AUTHORIZATION_SPECIFICATION
-    );
-    // The driver's error kinds are private; its fixed messages are the only way to tell them.
-    let text = source.to_string();
-    if auth_state || text == "authentication error" {
-        return ConnectError::Authenticate {
-            target,
-            user,
-            source,
-        };
-    }
-    if text == "error performing TLS handshake" {
-        let mode = match ssl_mode {
-            tokio_postgres::config::SslMode::Prefer => TlsMode::Prefer,
-            _ => TlsMode::Require,
-        };
-        return ConnectError::Tls {
-            target,
-            mode,
-            source,
-        };
-    }
-    ConnectError::Connect {
-        target,
-        user,
-        source,
-    }
 }
 
 /// `application_name` as the server keeps it: at most 63 bytes, cut at a character boundary.

@@ -4,7 +4,8 @@
 //! Transition rules (those that read `oldSelf`) only run when an object is updated; a manifest
 //! is always a create, so the API server skips them and so does this. Any other rule that cannot
 //! be compiled or does not evaluate to a boolean refuses the object: a rule is never silently
-//! passed.
+//! passed. A failed rule is worded as the API server words it: its `messageExpression`'s result
+//! (else its `message`), after the value for a string, number or boolean field, in Go's quoting.
 
 use std::collections::HashMap;
 
@@ -28,8 +29,12 @@ fn walk(schema: &Value, value: &Value, path: &str, errors: &mut Vec<FieldError>)
         .get("x-kubernetes-validations")
         .and_then(Value::as_array)
     {
+        let node_type = schema
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("object");
         for rule in rules {
-            if let Some(error) = check(rule, value, path) {
+            if let Some(error) = check(rule, node_type, value, path) {
                 errors.push(error);
             }
         }
@@ -60,13 +65,10 @@ fn walk(schema: &Value, value: &Value, path: &str, errors: &mut Vec<FieldError>)
     }
 }
 
-/// One rule against one value: `None` when it holds (or is a transition rule).
-fn check(rule: &Value, value: &Value, path: &str) -> Option<FieldError> {
+/// One rule against one value of schema type `node_type`: `None` when it holds (or is a
+/// transition rule).
+fn check(rule: &Value, node_type: &str, value: &Value, path: &str) -> Option<FieldError> {
     let text = rule.get("rule").and_then(Value::as_str).unwrap_or_default();
-    let message = rule
-        .get("message")
-        .and_then(Value::as_str)
-        .map_or_else(|| format!("failed rule: {text}"), str::to_owned);
     let not_evaluated = |problem: String| FieldError::RuleNotEvaluated {
         path: path.to_owned(),
         rule: text.to_owned(),
@@ -85,13 +87,69 @@ fn check(rule: &Value, value: &Value, path: &str) -> Option<FieldError> {
         Ok(CelValue::Bool(true)) => None,
         Ok(CelValue::Bool(false)) => Some(FieldError::Rule {
             path: path.to_owned(),
-            message,
+            value: (!matches!(node_type, "object" | "array")).then(|| go_value(value)),
+            message: message(rule, text, &context),
         }),
         Ok(other) => Some(not_evaluated(format!(
             "it gave {other:?} instead of a boolean"
         ))),
         Err(error) => Some(not_evaluated(format!("evaluating it failed: {error}"))),
     }
+}
+
+/// The rule's `messageExpression` evaluated, else its `message`, else the API server's default;
+/// as on the API server, an expression that fails or gives an empty or multi-line text falls back
+/// to the `message`.
+fn message(rule: &Value, text: &str, context: &Context) -> String {
+    let evaluated = rule
+        .get("messageExpression")
+        .and_then(Value::as_str)
+        .and_then(|expression| Program::compile(expression).ok())
+        .and_then(|program| match program.execute(context) {
+            Ok(CelValue::String(s)) => Some(s.trim().to_owned()),
+            _ => None,
+        })
+        .filter(|s| !s.is_empty() && !s.contains('\n'));
+    evaluated.unwrap_or_else(|| {
+        rule.get("message")
+            .and_then(Value::as_str)
+            .map_or_else(|| format!("failed rule: {text}"), str::to_owned)
+    })
+}
+
+/// A scalar value as the API server prints it in a field error: a string in Go's `%q` quoting,
+/// a number or boolean as it is.
+fn go_value(value: &Value) -> String {
+    match value {
+        Value::String(s) => go_quote(s),
+        other => other.to_string(),
+    }
+}
+
+/// Go's `strconv.Quote` for the characters that occur in practice: `"` and `\` escaped, the C
+/// escapes for control characters, `\xNN` for the other ASCII ones, `\uNNNN` for other control
+/// characters; printable text as it is.
+fn go_quote(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\u{7}' => out.push_str("\\a"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{b}' => out.push_str("\\v"),
+            c if c.is_ascii_control() => out.push_str(&format!("\\x{:02x}", u32::from(c))),
+            c if c.is_control() => out.push_str(&format!("\\u{:04x}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
 }
 
 /// JSON as CEL sees it in Kubernetes: integers are `int`, objects are maps keyed by field name.
@@ -142,8 +200,41 @@ mod tests {
         assert!(check_spec(rule, json!({"box": "Inbox"})).is_empty());
         assert_eq!(
             check_spec(rule, json!({"box": "Inbox", "targetVersion": 3})),
-            ["spec: Invalid value: \"object\": the rule says no"]
+            ["spec: Invalid value: the rule says no"]
         );
+    }
+
+    #[test]
+    fn a_field_rule_shows_a_scalar_value_in_gos_quoting_and_its_message_expression() {
+        let schema = json!({"type": "object", "properties": {"name": {
+            "type": "string",
+            "x-kubernetes-validations": [{"rule": "self.matches('^[a-z]+$')", "message": "lowercase",
+                "messageExpression": "'lowercase letters only, not ' + self"}]
+        }}});
+        let found: Vec<String> = errors(&schema, &json!({"name": "A\"b\\c\td\u{1}é"}))
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            found,
+            [
+                "name: Invalid value: \"A\\\"b\\\\c\\td\\x01é\": lowercase letters only, not A\"b\\c\td\u{1}é"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_message_expression_that_fails_falls_back_to_the_message() {
+        let schema = json!({"type": "object", "properties": {"n": {
+            "type": "integer",
+            "x-kubernetes-validations": [{"rule": "self < 3", "message": "below 3",
+                "messageExpression": "self.nothing"}]
+        }}});
+        let found: Vec<String> = errors(&schema, &json!({"n": 7}))
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(found, ["n: Invalid value: 7: below 3"]);
     }
 
     #[test]

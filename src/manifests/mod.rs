@@ -67,14 +67,21 @@ pub enum FieldError {
         path: String,
         /// What the schema says about it.
         detail: String,
+        /// Whether the API server would then leave the CEL rules unevaluated.
+        blocks_rules: bool,
     },
     /// A CEL rule that does not hold.
     Rule {
         /// The field the rule is attached to.
         path: String,
-        /// The rule's message.
+        /// The value as the API server shows it (Go's `%q` for a string), or `None` for an object
+        /// or a list, which it does not show.
+        value: Option<String>,
+        /// The rule's message (its `messageExpression`'s result, else its `message`).
         message: String,
     },
+    /// Schema violations kept the CEL rules from being evaluated, as on the API server.
+    RulesNotChecked,
     /// A CEL rule that could not be evaluated (refused rather than skipped).
     RuleNotEvaluated {
         /// The field the rule is attached to.
@@ -100,7 +107,18 @@ impl FieldError {
             | FieldError::Invalid { path, .. }
             | FieldError::Rule { path, .. }
             | FieldError::RuleNotEvaluated { path, .. } => path,
-            FieldError::Decode { .. } => "",
+            FieldError::Decode { .. } | FieldError::RulesNotChecked => "",
+        }
+    }
+
+    /// Whether the API server, finding this schema violation, leaves the CEL rules unevaluated
+    /// (a missing required field, a value outside an enum, too long, too many, the wrong type);
+    /// other violations (a pattern, a range) let the rules run and their errors add up.
+    pub fn blocks_rules(&self) -> bool {
+        match self {
+            FieldError::Required { .. } => true,
+            FieldError::Invalid { blocks_rules, .. } => *blocks_rules,
+            _ => false,
         }
     }
 }
@@ -112,11 +130,21 @@ impl fmt::Display for FieldError {
                 write!(f, "strict decoding error: unknown field \"{path}\"")
             }
             FieldError::Required { path } => write!(f, "{path}: Required value"),
-            FieldError::Invalid { path, detail } => write!(f, "{path}: Invalid value: {detail}"),
-            FieldError::Rule { path, message } => {
-                let path = if path.is_empty() { "<root>" } else { path };
-                write!(f, "{path}: Invalid value: \"object\": {message}")
+            FieldError::Invalid { path, detail, .. } => {
+                write!(f, "{path}: Invalid value: {detail}")
             }
+            FieldError::Rule {
+                path,
+                value,
+                message,
+            } => {
+                let path = if path.is_empty() { "<root>" } else { path };
+                match value {
+                    Some(value) => write!(f, "{path}: Invalid value: {value}: {message}"),
+                    None => write!(f, "{path}: Invalid value: {message}"),
+                }
+            }
+            FieldError::RulesNotChecked => f.write_str(RULES_NOT_CHECKED),
             FieldError::RuleNotEvaluated {
                 path,
                 rule,
@@ -129,6 +157,10 @@ impl fmt::Display for FieldError {
         }
     }
 }
+
+/// kube-apiserver's error when schema violations keep it from evaluating the CEL rules.
+const RULES_NOT_CHECKED: &str = "<nil>: Invalid value: null: some validation rules were not \
+    checked because the object was invalid; correct the existing errors to complete validation";
 
 /// A document, or a whole file, that could not be used.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -209,15 +241,19 @@ impl Judge {
     ///
     /// # Errors
     /// Every [`FieldError`]: unknown fields first (as the API server stops at decoding), then
-    /// schema violations and CEL rules.
+    /// schema violations and CEL rules, in the API server's order: the rules run unless a
+    /// violation blocks them ([`FieldError::blocks_rules`]), which adds
+    /// [`FieldError::RulesNotChecked`] instead.
     pub fn boxtable(&self, mut object: Value) -> Result<BoxTable, Vec<FieldError>> {
         let unknown = strict::Decoder::new(&self.schema, &self.metadata_fields).decode(&mut object);
         if !unknown.is_empty() {
             return Err(unknown);
         }
         let mut errors = self.validator.errors(&object);
-        if errors.is_empty() {
-            errors = cel::errors(&self.schema, &object);
+        if errors.iter().any(FieldError::blocks_rules) {
+            errors.push(FieldError::RulesNotChecked);
+        } else {
+            errors.extend(cel::errors(&self.schema, &object));
         }
         if !errors.is_empty() {
             return Err(errors);
@@ -423,11 +459,98 @@ mod tests {
         );
         assert_eq!(
             errors(json!({"box": "Inbox", "targetVersion": 3, "database": db})),
-            ["spec: Invalid value: \"object\": an Inbox has versions 1 to 2"]
+            ["spec: Invalid value: an Inbox has versions 1 to 2"]
         );
         assert_eq!(
             errors(json!({"box": "Outbox"})),
-            ["spec.database: Required value"]
+            ["spec.database: Required value", RULES_NOT_CHECKED]
         );
+    }
+
+    #[test]
+    fn each_duration_mistake_draws_one_message() {
+        let judge = Judge::for_boxtable().unwrap();
+        let errors = |lock: &str, ddl: &str| -> Vec<String> {
+            let spec = json!({"box": "Outbox", "database": {"secretRef": {"name": "db"}},
+                              "lock": {"timeout": lock}, "ddl": {"statementTimeout": ddl}});
+            match judge.boxtable(object(spec)) {
+                Ok(_) => Vec::new(),
+                Err(errors) => errors.iter().map(ToString::to_string).collect(),
+            }
+        };
+        let malformed = "must be a duration of whole numbers with units h, m, s, ms in that \
+                         order, like 30s, 1m30s or 500ms";
+        for text in ["30 s", "1d", "", "1.5s", "1s1m"] {
+            assert_eq!(
+                errors(text, "1s"),
+                [format!(
+                    "spec.lock.timeout: Invalid value: {text:?}: {malformed}"
+                )]
+            );
+        }
+        for text in [
+            "61m",
+            "2h",
+            "999999999h",
+            "1000000h",
+            "99999999m",
+            "0001h1ms",
+        ] {
+            assert_eq!(
+                errors(text, "1s"),
+                [format!(
+                    "spec.lock.timeout: Invalid value: {text:?}: must be at most 1h"
+                )]
+            );
+        }
+        for text in [
+            "0s",
+            "1h",
+            "59m59s999ms",
+            "000000001h",
+            "3600s",
+            "3600000ms",
+        ] {
+            assert!(errors(text, "1s").is_empty(), "{text}");
+        }
+        assert_eq!(
+            errors("1h", "999999999h"),
+            ["spec.ddl.statementTimeout: Invalid value: \"999999999h\": must be at most 24h"]
+        );
+        assert!(errors("1h", "24h").is_empty());
+    }
+
+    #[test]
+    fn rules_run_beside_a_pattern_violation_and_not_beside_a_blocking_one() {
+        let judge = Judge::for_boxtable().unwrap();
+        let errors = |spec: Value| -> Vec<String> {
+            judge
+                .boxtable(object(spec))
+                .unwrap_err()
+                .iter()
+                .map(ToString::to_string)
+                .collect()
+        };
+        let db = json!({"secretRef": {"name": "db"}});
+        let found = errors(
+            json!({"box": "Outbox", "schema": "my-schema", "database": db,
+                                  "lock": {"timeout": "2h"}}),
+        );
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert!(
+            found[0].starts_with("spec.schema: Invalid value: "),
+            "{found:?}"
+        );
+        assert_eq!(
+            found[1],
+            "spec.lock.timeout: Invalid value: \"2h\": must be at most 1h"
+        );
+        let found = errors(json!({"box": "Crate", "database": db, "lock": {"timeout": "2h"}}));
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert!(
+            found[0].starts_with("spec.box: Invalid value: "),
+            "{found:?}"
+        );
+        assert_eq!(found[1], RULES_NOT_CHECKED);
     }
 }

@@ -45,14 +45,29 @@ impl SchemaValidator {
                             None => path,
                         },
                     },
-                    _ => FieldError::Invalid {
+                    kind => FieldError::Invalid {
                         path,
                         detail: error.to_string(),
+                        blocks_rules: blocks_rules(kind),
                     },
                 }
             })
             .collect()
     }
+}
+
+/// Whether kube-apiserver counts this violation among those that keep it from evaluating the CEL
+/// rules: its `NotSupported` (enum), `TooLong` (maxLength), `TooMany` (maxItems, maxProperties)
+/// and `TypeInvalid` (type) errors; `Required` ones block too (see [`FieldError::blocks_rules`]).
+fn blocks_rules(kind: &ValidationErrorKind) -> bool {
+    matches!(
+        kind,
+        ValidationErrorKind::Enum { .. }
+            | ValidationErrorKind::MaxLength { .. }
+            | ValidationErrorKind::MaxItems { .. }
+            | ValidationErrorKind::MaxProperties { .. }
+            | ValidationErrorKind::Type { .. }
+    )
 }
 
 /// `/spec/items/0/name` as `spec.items[0].name`.

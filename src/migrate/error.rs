@@ -169,17 +169,18 @@ pub enum RunError {
         #[source]
         source: tokio_postgres::Error,
     },
-    /// The table's ownership record names another BoxTable: only its owner migrates or drops it.
+    /// The table's ownership record names another BoxTable: only its owner migrates or drops it
+    /// (the controller says how to resolve it, see `controller::adoption`).
     #[error(
-        "table {table} belongs to BoxTable {owner} (uid {uid}), recorded in the table's comment; only its owner migrates or drops it"
+        "table {table} belongs to BoxTable {} (uid {}), recorded in the table's comment; only its owner migrates or drops it",
+        record.boxtable,
+        record.uid
     )]
     NotOwner {
         /// The table.
         table: String,
-        /// The owner's `namespace/name` as recorded.
-        owner: String,
-        /// The owner's uid.
-        uid: String,
+        /// The record naming the owner.
+        record: super::ownership::OwnerRecord,
     },
     /// Shutdown cancelled the run; everything was rolled back.
     #[error("migration of {table} was cancelled and rolled back")]

@@ -8,8 +8,19 @@
 //! [`RECORD_PREFIX`] belongs to the operator.
 //!
 //! ```text
-//! brighter.dev/owner: uid=6f1c0d2e-... boxtable=shop/orders-outbox origin=created
+//! brighter.dev/owner: cluster=prod boxtable=shop/orders-outbox uid=6f1c0d2e-... origin=created
 //! ```
+//!
+//! # Identity
+//! An owner is a BoxTable's identity, `cluster/namespace/name`: the cluster name the operator was
+//! installed with (`--cluster-name`) and the object's namespace and name. The uid tells one
+//! incarnation of that identity from the next: a BoxTable deleted and applied again, restored
+//! from a backup, re-created by a GitOps tool or by a reinstall of the operator has a new uid but
+//! the same identity, and takes its table back by itself ([`Claim::Reclaimed`]), keeping the
+//! record's origin. A record written before cluster names were recorded counts as this cluster's.
+//! Any other record is another owner's ([`Claim::Theirs`]); only the caller can tell whether that
+//! owner still exists, and may let a run take over from one record uid it found gone or was
+//! told to adopt from ([`Owner::takes_over`], [`Claim::TakenOver`]).
 
 use tokio_postgres::Client;
 use tokio_postgres::types::Type;
@@ -40,10 +51,40 @@ pub fn lock_sql(table: &QualifiedName) -> String {
 /// The BoxTable asking to migrate or drop a table.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Owner {
-    /// The BoxTable's `metadata.uid` (unique across namespaces, clusters and re-creations).
+    /// The cluster name the operator runs with (`--cluster-name`).
+    pub cluster: String,
+    /// The BoxTable's namespace.
+    pub namespace: String,
+    /// The BoxTable's name.
+    pub name: String,
+    /// The BoxTable's `metadata.uid`: which incarnation of the identity this is.
     pub uid: String,
-    /// `namespace/name`, for messages.
-    pub boxtable: String,
+    /// The uid of a recorded owner this run may replace: one the caller found gone, or one the
+    /// user asked to adopt from. `None`: only this identity's own records are taken back.
+    pub takes_over: Option<String>,
+}
+
+impl Owner {
+    /// `namespace/name`, as records and messages show it.
+    pub fn boxtable(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+
+    /// The same owner, allowed to replace the record of `uid`.
+    pub fn taking_over(mut self, uid: &str) -> Self {
+        self.takes_over = Some(uid.to_owned());
+        self
+    }
+
+    /// The record naming this owner with `origin`.
+    fn record(&self, origin: Origin) -> OwnerRecord {
+        OwnerRecord {
+            cluster: Some(self.cluster.clone()),
+            boxtable: self.boxtable(),
+            uid: self.uid.clone(),
+            origin,
+        }
+    }
 }
 
 /// How the owner came to own the table.
@@ -68,10 +109,13 @@ impl Origin {
 /// An ownership record as read from a table's comment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OwnerRecord {
-    /// The owning BoxTable's uid.
-    pub uid: String,
+    /// The cluster name of the owner's operator; `None` in records written before cluster names
+    /// were recorded.
+    pub cluster: Option<String>,
     /// The owning BoxTable's `namespace/name` when the record was written.
     pub boxtable: String,
+    /// The owning BoxTable's uid.
+    pub uid: String,
     /// Created or adopted.
     pub origin: Origin,
 }
@@ -81,21 +125,62 @@ pub struct OwnerRecord {
 pub enum Claim {
     /// The claimant owns the table.
     Ours(Origin),
+    /// The record names the claimant's identity under another uid: the BoxTable was re-created,
+    /// restored or re-installed, and takes its table back with the record's origin.
+    Reclaimed(OwnerRecord),
+    /// The record names the owner the claimant may take over from ([`Owner::takes_over`]); the
+    /// table becomes the claimant's as adopted.
+    TakenOver(OwnerRecord),
     /// No record: nobody owns it yet.
     Unowned,
     /// Another BoxTable owns it.
     Theirs(OwnerRecord),
 }
 
+impl Claim {
+    /// How the claimant owns the table once this claim is acted on; `None` when it does not.
+    pub fn origin(&self) -> Option<Origin> {
+        match self {
+            Claim::Ours(origin) => Some(*origin),
+            Claim::Reclaimed(record) => Some(record.origin),
+            Claim::TakenOver(_) => Some(Origin::Adopted),
+            Claim::Unowned | Claim::Theirs(_) => None,
+        }
+    }
+}
+
 impl OwnerRecord {
     /// The comment line for this record.
     pub fn line(&self) -> String {
+        let cluster = self
+            .cluster
+            .as_deref()
+            .map(|c| format!("cluster={c} "))
+            .unwrap_or_default();
         format!(
-            "{RECORD_PREFIX} uid={} boxtable={} origin={}",
-            self.uid,
+            "{RECORD_PREFIX} {cluster}boxtable={} uid={} origin={}",
             self.boxtable,
+            self.uid,
             self.origin.as_str()
         )
+    }
+
+    /// The owner's namespace, as recorded.
+    pub fn namespace(&self) -> &str {
+        self.boxtable.split_once('/').map_or("", |(ns, _)| ns)
+    }
+
+    /// The owner's name, as recorded.
+    pub fn name(&self) -> &str {
+        self.boxtable
+            .split_once('/')
+            .map_or(self.boxtable.as_str(), |(_, name)| name)
+    }
+
+    /// Whether the record was written by an operator of `cluster` (a record without a cluster
+    /// name counts as every cluster's: it predates them).
+    pub fn of_cluster(&self, cluster: &str) -> bool {
+        self.cluster.as_deref().is_none_or(|c| c == cluster)
     }
 }
 
@@ -104,9 +189,10 @@ pub fn parse(comment: &str) -> Option<OwnerRecord> {
     let line = comment
         .lines()
         .find_map(|l| l.trim().strip_prefix(RECORD_PREFIX))?;
-    let (mut uid, mut boxtable, mut origin) = (None, None, None);
+    let (mut cluster, mut uid, mut boxtable, mut origin) = (None, None, None, None);
     for field in line.split_whitespace() {
         match field.split_once('=') {
+            Some(("cluster", v)) if !v.is_empty() => cluster = Some(v.to_owned()),
             Some(("uid", v)) if !v.is_empty() => uid = Some(v.to_owned()),
             Some(("boxtable", v)) => boxtable = Some(v.to_owned()),
             Some(("origin", "created")) => origin = Some(Origin::Created),
@@ -115,6 +201,7 @@ pub fn parse(comment: &str) -> Option<OwnerRecord> {
         }
     }
     Some(OwnerRecord {
+        cluster,
         uid: uid?,
         boxtable: boxtable.unwrap_or_default(),
         // A record whose origin cannot be read is treated as the more careful one.
@@ -137,11 +224,19 @@ pub fn with_record(existing: Option<&str>, record: &OwnerRecord) -> String {
     lines.join("\n")
 }
 
-/// What the record in `comment` says about `owner`.
+/// What the record in `comment` says about `owner` (see the module's "Identity").
 pub fn judge(comment: Option<&str>, owner: &Owner) -> Claim {
     match comment.and_then(parse) {
         None => Claim::Unowned,
         Some(record) if record.uid == owner.uid => Claim::Ours(record.origin),
+        Some(record)
+            if record.of_cluster(&owner.cluster) && record.boxtable == owner.boxtable() =>
+        {
+            Claim::Reclaimed(record)
+        }
+        Some(record) if owner.takes_over.as_deref() == Some(record.uid.as_str()) => {
+            Claim::TakenOver(record)
+        }
         Some(record) => Claim::Theirs(record),
     }
 }
@@ -198,9 +293,10 @@ pub async fn write(
         .map_err(RunError::query(op, table))
 }
 
-/// Makes sure `owner` may change `table`, recording it as the owner (with `origin`) when the
-/// table has no owner yet. Runs inside the locked transaction, after the table exists, so the
-/// record commits with the DDL (or the adoption) it describes.
+/// Makes sure `owner` may change `table`, recording it as the owner when the table has no owner
+/// yet (with `origin`), or when the owner takes the table back or over (see [`judge`]). Runs
+/// inside the locked transaction, after the table exists, so the record commits with the DDL (or
+/// the adoption) it describes.
 ///
 /// # Errors
 /// [`RunError::NotOwner`] when another BoxTable owns the table; database errors, classified.
@@ -214,22 +310,19 @@ pub async fn ensure_owner(
     origin: Origin,
 ) -> Result<(), RunError> {
     let comment = read_comment(client, table).await?.flatten();
-    match judge(comment.as_deref(), owner) {
-        Claim::Ours(_) => Ok(()),
-        Claim::Theirs(record) => Err(RunError::NotOwner {
-            table: table.to_string(),
-            owner: record.boxtable,
-            uid: record.uid,
-        }),
-        Claim::Unowned => {
-            let record = OwnerRecord {
-                uid: owner.uid.clone(),
-                boxtable: owner.boxtable.clone(),
-                origin,
-            };
-            write(client, table, comment.as_deref(), &record).await
+    let claim = judge(comment.as_deref(), owner);
+    let origin = match claim {
+        Claim::Ours(_) => return Ok(()),
+        Claim::Theirs(record) => {
+            return Err(RunError::NotOwner {
+                table: table.to_string(),
+                record,
+            });
         }
-    }
+        Claim::Unowned => origin,
+        Claim::Reclaimed(_) | Claim::TakenOver(_) => claim.origin().unwrap_or(Origin::Adopted),
+    };
+    write(client, table, comment.as_deref(), &owner.record(origin)).await
 }
 
 #[cfg(test)]
@@ -238,16 +331,20 @@ mod tests {
 
     fn record(uid: &str, origin: Origin) -> OwnerRecord {
         OwnerRecord {
-            uid: uid.to_owned(),
+            cluster: Some("prod".to_owned()),
             boxtable: "shop/orders".to_owned(),
+            uid: uid.to_owned(),
             origin,
         }
     }
 
     fn owner(uid: &str) -> Owner {
         Owner {
+            cluster: "prod".to_owned(),
+            namespace: "shop".to_owned(),
+            name: "orders".to_owned(),
             uid: uid.to_owned(),
-            boxtable: "shop/orders".to_owned(),
+            takes_over: None,
         }
     }
 
@@ -255,6 +352,11 @@ mod tests {
     fn a_record_reads_back_as_written() {
         let written = record("6f1c", Origin::Created);
         assert_eq!(parse(&written.line()), Some(written));
+        let legacy = OwnerRecord {
+            cluster: None,
+            ..record("6f1c", Origin::Adopted)
+        };
+        assert_eq!(parse(&legacy.line()), Some(legacy));
     }
 
     #[test]
@@ -283,9 +385,58 @@ mod tests {
             judge(Some(&comment), &owner("a")),
             Claim::Ours(Origin::Created)
         );
-        assert!(matches!(judge(Some(&comment), &owner("b")), Claim::Theirs(r) if r.uid == "a"));
+        let mut other = owner("b");
+        other.name = "orders-copy".to_owned();
+        assert!(matches!(judge(Some(&comment), &other), Claim::Theirs(r) if r.uid == "a"));
         assert_eq!(judge(Some("just a note"), &owner("a")), Claim::Unowned);
         assert_eq!(judge(None, &owner("a")), Claim::Unowned);
+    }
+
+    #[test]
+    fn the_same_identity_under_a_new_uid_takes_its_table_back_with_its_origin() {
+        let comment = record("old", Origin::Created).line();
+        let claim = judge(Some(&comment), &owner("new"));
+        assert!(
+            matches!(&claim, Claim::Reclaimed(r) if r.uid == "old"),
+            "{claim:?}"
+        );
+        assert_eq!(claim.origin(), Some(Origin::Created));
+        let legacy = "brighter.dev/owner: uid=old boxtable=shop/orders origin=created";
+        assert!(matches!(
+            judge(Some(legacy), &owner("new")),
+            Claim::Reclaimed(_)
+        ));
+    }
+
+    #[test]
+    fn another_cluster_namespace_or_name_is_someone_else() {
+        let comment = record("old", Origin::Created).line();
+        let mut elsewhere = owner("new");
+        elsewhere.cluster = "staging".to_owned();
+        let mut other_namespace = owner("new");
+        other_namespace.namespace = "billing".to_owned();
+        let mut other_name = owner("new");
+        other_name.name = "orders-v2".to_owned();
+        for claimant in [elsewhere, other_namespace, other_name] {
+            assert!(
+                matches!(judge(Some(&comment), &claimant), Claim::Theirs(_)),
+                "{claimant:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_takeover_replaces_only_the_record_it_names_and_as_adopted() {
+        let comment = record("gone", Origin::Created).line();
+        let mut successor = owner("new");
+        successor.name = "orders-v2".to_owned();
+        let claim = judge(Some(&comment), &successor.clone().taking_over("gone"));
+        assert!(matches!(claim, Claim::TakenOver(_)), "{claim:?}");
+        assert_eq!(claim.origin(), Some(Origin::Adopted));
+        assert!(matches!(
+            judge(Some(&comment), &successor.taking_over("another")),
+            Claim::Theirs(_)
+        ));
     }
 
     #[test]

@@ -173,10 +173,13 @@ async fn decide_and_drop(
         return Ok(DropVerdict::AlreadyGone);
     };
     let comment = ownership::read_comment(client, table).await?.flatten();
+    // A record of this BoxTable's identity under an older uid is its own (a re-created object
+    // deleting the table it took back); a takeover is never asked for by a drop.
     let origin = match ownership::judge(comment.as_deref(), &request.owner) {
         Claim::Ours(origin) => origin,
+        Claim::Reclaimed(record) => record.origin,
         Claim::Unowned => return Ok(DropVerdict::Kept { owner: None }),
-        Claim::Theirs(record) => {
+        Claim::Theirs(record) | Claim::TakenOver(record) => {
             return Ok(DropVerdict::Kept {
                 owner: Some(record),
             });

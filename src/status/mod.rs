@@ -248,7 +248,9 @@ fn pending_note(pending: Option<&crate::crd::PendingPlan>) -> String {
 /// What a conflict says: the table, and the BoxTable (`namespace/name`) that already manages it.
 pub fn conflict_message(plan: Option<&Plan>, other: &str) -> String {
     let shown = plan.map_or_else(|| "the table".to_owned(), |p| p.table().to_string());
-    format!("{shown} is already managed by BoxTable {other}")
+    format!(
+        "{shown} is already managed by BoxTable {other}; only one BoxTable manages a table: delete one of the two (with deletionPolicy Retain the table stays) or point it at another table"
+    )
 }
 
 /// Whether two statuses differ only in timestamps (condition transition times, lock and run

@@ -135,13 +135,13 @@ async fn the_crds_schema_and_cel_rules_judge_every_document_and_the_valid_one_st
         (
             "cel-payload",
             6,
-            "spec: Invalid value: \"object\": Json and Jsonb payloads are for an Inbox only",
+            "spec: Invalid value: Json and Jsonb payloads are for an Inbox only",
         ),
         ("duration", 7, "spec.lock.timeout: Invalid value: \"soon\""),
         (
             "cel-inbox",
             8,
-            "spec: Invalid value: \"object\": an Inbox has versions 1 to 2",
+            "spec: Invalid value: an Inbox has versions 1 to 2",
         ),
         ("required", 9, "spec.database: Required value"),
     ];

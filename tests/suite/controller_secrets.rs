@@ -83,6 +83,62 @@ fn keyword_form(h: &Harness) -> String {
     )
 }
 
+/// The test database in the Npgsql form, asking for `database`, with the password under
+/// `password_key` and `extra` appended.
+fn npgsql_form(h: &Harness, database: &str, password_key: &str, extra: &str) -> String {
+    let config = h.db.config();
+    let host = match &config.get_hosts()[0] {
+        tokio_postgres::config::Host::Tcp(host) => host.clone(),
+        other => panic!("the test database is reached over TCP, not {other:?}"),
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    let password = String::from_utf8_lossy(config.get_password().unwrap()).into_owned();
+    format!(
+        "Host={host};Port={port};Database={database};Username={};{password_key}=\"{password}\"{extra}",
+        config.get_user().unwrap()
+    )
+}
+
+#[tokio::test]
+async fn connection_string_mistakes_stall_naming_what_to_fix_and_the_corrected_secret_retries_at_once()
+ {
+    let h = Harness::builder().resync(NO_RESYNC).start().await;
+    let password = String::from_utf8_lossy(h.db.config().get_password().unwrap()).into_owned();
+    let name = h.db.name.clone();
+    let mistakes = [
+        (
+            npgsql_form(&h, "no_such_db", "Password", ""),
+            "DatabaseNotFound",
+            "database \"no_such_db\" does not exist",
+        ),
+        (
+            npgsql_form(&h, &name, "Password", ";SSL Mode=Require"),
+            "TlsFailed",
+            "does not offer TLS, which the connection string requires (sslmode=require)",
+        ),
+        (
+            npgsql_form(&h, &name, "Passwrd", ""),
+            "InvalidConnectionString",
+            "keyword not supported: 'passwrd'",
+        ),
+    ];
+    rotate(&h, &mistakes[0].0).await;
+    h.apply(boxtable("orders")).await;
+    for (connection_string, reason, says) in &mistakes {
+        // No resync comes: only the Secret's change starts the pass that finds the next mistake.
+        rotate(&h, connection_string).await;
+        let bt = h.wait_stalled("orders", reason).await;
+        let message = &condition(bt.status.as_ref().unwrap(), "Stalled")
+            .unwrap()
+            .message;
+        assert!(message.contains(says), "{reason}: {message}");
+        assert!(!message.contains(&password), "{reason}: {message}");
+    }
+
+    rotate(&h, &npgsql_form(&h, &name, "Password", "")).await;
+    h.wait_ready("orders").await;
+}
+
 #[tokio::test]
 async fn secrets_are_watched_by_metadata_only_and_read_once_per_resource_version() {
     let h = Harness::builder().faults().start().await;

@@ -5,7 +5,7 @@
 use boxtable_operator::crd::{
     BoxTable, CRD_NAME, FINALIZER, GROUP, INBOX_LATEST_VERSION, KIND, PLURAL, VERSION,
 };
-use boxtable_operator::duration::DURATION_PATTERN;
+use boxtable_operator::duration::{DURATION_PATTERN, GO_PARSEABLE_PATTERN, NOT_A_DURATION};
 use boxtable_operator::ident::IDENT_PATTERN;
 use kube::{CustomResourceExt, Resource};
 use serde_json::{Value, json};
@@ -126,13 +126,27 @@ fn defaults_are_the_contract_defaults() {
 }
 
 #[test]
-fn durations_carry_the_duration_pattern() {
-    for path in [
-        "spec.lock.timeout",
-        "spec.ddl.lockTimeout",
-        "spec.ddl.statementTimeout",
+fn durations_are_checked_by_two_rules_with_one_message_per_mistake() {
+    for (path, max) in [
+        ("spec.lock.timeout", "1h"),
+        ("spec.ddl.lockTimeout", "24h"),
+        ("spec.ddl.statementTimeout", "24h"),
     ] {
-        assert_eq!(at(path)["pattern"], DURATION_PATTERN, "{path}");
+        let node = at(path);
+        // No OpenAPI pattern: its refusal would quote the regular expression, beside the rule's.
+        assert!(node["pattern"].is_null(), "{path}");
+        let found = rules(&node);
+        assert_eq!(found.len(), 2, "{path}: {found:?}");
+        assert_eq!(found[0].0, format!("self.matches('{DURATION_PATTERN}')"));
+        assert_eq!(found[0].1, NOT_A_DURATION);
+        assert_eq!(
+            found[1].0,
+            format!(
+                "!self.matches('{DURATION_PATTERN}') || (self.matches('{GO_PARSEABLE_PATTERN}') \
+                 && duration(self) <= duration('{max}'))"
+            )
+        );
+        assert_eq!(found[1].1, format!("must be at most {max}"));
     }
 }
 
@@ -199,8 +213,8 @@ fn an_inbox_target_version_is_capped_at_its_latest() {
 }
 
 /// The rules stay in a small CEL subset: `==`, `<=`, `||`, `&&`, `!`, `? :`, `has()`, `in` over a
-/// list literal, `lowerAscii()`, and `duration()` (which the local test server does not evaluate:
-/// the real API server does, in `tests/suite/e2e_manifests.rs`).
+/// list literal, `lowerAscii()`, `matches()`, and `duration()` (which the local test server does
+/// not evaluate: the real API server does, in `tests/suite/e2e_manifests.rs`).
 #[test]
 fn cel_rules_use_only_the_simple_subset() {
     let ident = regex::Regex::new(r"[A-Za-z_][A-Za-z0-9_]*").unwrap();
@@ -220,6 +234,7 @@ fn cel_rules_use_only_the_simple_subset() {
         "Jsonb",
         "duration",
         "lowerAscii",
+        "matches",
     ];
     let mut all = Vec::new();
     collect_rules(&root_schema(), &mut all);

@@ -6,6 +6,7 @@ use boxtable_operator::db::{ConnectError, ConnectionSettings, Session};
 use boxtable_operator::reason::Reason;
 
 use crate::support;
+use crate::support::reliability::cluster::Cluster;
 
 /// The pieces of `DATABASE_URL`: (user, password, host, port, dbname).
 fn parts() -> (String, String, String, u16, String) {
@@ -88,24 +89,150 @@ async fn prefer_falls_back_to_plain_tcp_when_the_server_has_no_tls() {
 }
 
 #[tokio::test]
-async fn require_against_a_server_without_tls_is_a_clear_connection_failure() {
+async fn tls_required_of_a_server_without_tls_stalls_naming_the_mode_asked_for_in_either_form() {
     let (user, pw, host, port, db) = parts();
+    let cases = [
+        (
+            format!("postgres://{user}:{pw}@{host}:{port}/{db}?sslmode=verify-full"),
+            "verify-full",
+        ),
+        (
+            format!(
+                "Host={host};Port={port};Database={db};Username={user};Password=\"{pw}\";SSL Mode=VerifyFull"
+            ),
+            "verify-full",
+        ),
+        (
+            format!(
+                "host={host} port={port} dbname={db} user={user} password='{pw}' sslmode=verify-ca"
+            ),
+            "verify-ca",
+        ),
+        (
+            format!(
+                "Host={host};Port={port};Database={db};Username={user};Password=\"{pw}\";SSL Mode=VerifyCA"
+            ),
+            "verify-ca",
+        ),
+        (
+            format!(
+                "Host={host};Port={port};Database={db};Username={user};Password=\"{pw}\";SSL Mode=Require"
+            ),
+            "require",
+        ),
+    ];
+    for (connection_string, mode) in cases {
+        let err = connect(&connection_string, "t").await.err().unwrap();
+        assert!(
+            matches!(err, ConnectError::TlsUnavailable { .. }),
+            "{mode}: {err:?}"
+        );
+        assert_eq!(err.reason(), Reason::TlsFailed);
+        assert!(err.reason().is_stalled());
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "PostgreSQL at {host}:{port} does not offer TLS, which the connection string \
+                 requires (sslmode={mode}): enable TLS on the server, or set sslmode to prefer or \
+                 disable"
+            )
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_server_certificate_that_fails_verification_stalls_and_require_still_encrypts() {
+    let cluster = Cluster::primary_with_tls();
+    let port = cluster.port;
+    let url = |mode: &str| format!("postgres://postgres@127.0.0.1:{port}/postgres?sslmode={mode}");
+
+    let session = connect(&url("require"), "t").await.unwrap();
+    let ssl: bool = session
+        .client()
+        .query_one(
+            "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(ssl, "require encrypts without verifying");
+
+    // Signed by no CA the client knows; with its own certificate as the CA, it still does not
+    // name 127.0.0.1.
+    let certificate = cluster.certificate();
+    for (mode, ca) in [
+        ("verify-ca", None),
+        ("verify-full", None),
+        ("verify-full", Some(certificate.as_slice())),
+    ] {
+        let settings = ConnectionSettings::parse(&url(mode)).unwrap();
+        let err = Session::connect(&settings, ca, "t").await.err().unwrap();
+        assert!(
+            matches!(err, ConnectError::TlsCertificate { .. }),
+            "{mode}: {err:?}"
+        );
+        assert_eq!(err.reason(), Reason::TlsFailed);
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "the certificate of PostgreSQL at 127.0.0.1:{port} failed verification \
+                 (sslmode={mode}): check the CA bundle (the Secret's ca.crt) and that the \
+                 certificate names the host"
+            )
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_database_that_does_not_exist_stalls_naming_the_database_and_the_key() {
+    let (user, pw, host, port, _) = parts();
+    for connection_string in [
+        format!("postgres://{user}:{pw}@{host}:{port}/no_such_db?sslmode=disable"),
+        format!("Host={host};Port={port};Database=no_such_db;Username={user};Password=\"{pw}\""),
+    ] {
+        let err = connect(&connection_string, "t").await.err().unwrap();
+        assert!(
+            matches!(err, ConnectError::DatabaseNotFound { .. }),
+            "{err:?}"
+        );
+        assert_eq!(err.reason(), Reason::DatabaseNotFound);
+        assert!(err.reason().is_stalled());
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "database \"no_such_db\" does not exist on PostgreSQL at {host}:{port}: correct \
+                 dbname (Database in the Npgsql form) in the connection string, or create the \
+                 database"
+            )
+        );
+        assert!(!format!("{err} {err:?}").contains(&pw));
+    }
+}
+
+#[tokio::test]
+async fn a_connection_string_without_the_password_the_server_asks_for_stalls_saying_so() {
+    let (user, _, host, port, db) = parts();
     let err = connect(
-        &format!("postgres://{user}:{pw}@{host}:{port}/{db}?sslmode=require"),
+        &format!("Host={host};Port={port};Database={db};Username={user}"),
         "t",
     )
     .await
     .err()
     .unwrap();
-    assert!(matches!(err, ConnectError::Tls { .. }), "{err:?}");
-    assert_eq!(err.reason(), Reason::ConnectionFailed);
+    assert!(
+        matches!(err, ConnectError::PasswordMissing { .. }),
+        "{err:?}"
+    );
+    assert_eq!(err.reason(), Reason::AuthenticationFailed);
+    assert!(err.reason().is_stalled());
     assert_eq!(
         err.to_string(),
-        format!("tls handshake with PostgreSQL at {host}:{port} failed (sslmode=require)")
+        format!(
+            "PostgreSQL at {host}:{port} asked {user} for a password and the connection string has \
+             none: add it (key password, or Password in the Npgsql form)"
+        )
     );
-    let chain = std::error::Error::source(&err)
-        .map(|s| format!("{s}: {:?}", s.source().map(ToString::to_string)));
-    assert!(chain.unwrap().contains("server does not support TLS"));
 }
 
 #[tokio::test]

@@ -101,10 +101,70 @@ fn npgsql_keys_are_case_insensitive_with_synonyms_and_quotes() {
 }
 
 #[test]
-fn npgsql_pool_and_unknown_keys_are_ignored() {
-    let s =
-        parse("Host=db;Username=app;Maximum Pool Size=20;Include Error Detail=true;Frobnicate=1");
+fn npgsql_pool_and_command_keys_are_accepted_and_ignored() {
+    let s = parse(
+        "Host=db;Username=app;Maximum Pool Size=20;Include Error Detail=true;Command Timeout=60;\
+         Krbsrvname=postgres;Socket Receive Buffer Size=8192;Integrated Security=false",
+    );
     assert_eq!(s.hosts(), ["db"]);
+}
+
+#[test]
+fn an_unknown_npgsql_key_is_refused_as_npgsql_refuses_it() {
+    let err = parse_err(&format!(
+        "Host=db;Username=app;Passwrd={SECRET};SSL Mode=Require"
+    ));
+    assert_eq!(
+        err.to_string(),
+        "keyword not supported: 'passwrd' at byte 21"
+    );
+    assert_eq!(err.reason(), Reason::InvalidConnectionString);
+    assert!(err.reason().is_stalled());
+    assert_eq!(
+        parse_err("Host=db;Username=app;SSL  Mdoe=Require").to_string(),
+        "keyword not supported: 'ssl  mdoe' at byte 21"
+    );
+}
+
+#[test]
+fn unknown_libpq_keywords_are_refused_as_libpq_refuses_them() {
+    assert_eq!(
+        parse_err("host=db user=app passwrd=x").to_string(),
+        "invalid connection option \"passwrd\" at byte 17"
+    );
+    assert_eq!(
+        parse_err("postgres://app@db/shop?sslmode=require&sslmdoe=require").to_string(),
+        "invalid URI query parameter \"sslmdoe\" at byte 39"
+    );
+}
+
+#[test]
+fn a_key_that_may_be_the_rest_of_an_unquoted_password_is_refused_without_being_named() {
+    // Each password below holds a separator, unquoted: what follows it reads as a key.
+    let cases = [
+        (
+            "Host=db;Username=app;Password=Zq7;Secret=1;Port=5432",
+            "keyword not supported at byte 34, right after an unquoted password: a password with ';' must be quoted (Password=\"...\")",
+        ),
+        (
+            "host=db user=app password=Zq7 Secret=1",
+            "invalid connection option at byte 30, right after an unquoted password: a password with spaces must be quoted (password='...')",
+        ),
+        (
+            "postgres://app@db/shop?password=Zq7&Secret=1",
+            "invalid URI query parameter at byte 36, right after the password: a password with '&' must be percent-encoded (%26)",
+        ),
+    ];
+    for (input, message) in cases {
+        let err = parse_err(input);
+        assert_eq!(err.to_string(), message, "{input}");
+        assert!(!err.to_string().contains("Secret"), "{err}");
+    }
+    // A key that a password contains, wherever it stands, is not named either.
+    assert_eq!(
+        parse_err("Host=db;Username=app;Zq7key=1;Password=xZq7keyx").to_string(),
+        "keyword not supported at byte 21"
+    );
 }
 
 #[test]
@@ -185,7 +245,7 @@ fn errors_name_the_key_and_position() {
     );
     assert_eq!(
         parse_err("host=h sslmdoe=require").to_string(),
-        "unknown libpq keyword at byte 7"
+        "invalid connection option \"sslmdoe\" at byte 7"
     );
     assert_eq!(parse_err("  ").to_string(), "connection string is empty");
     assert_eq!(
@@ -208,7 +268,7 @@ fn errors_name_the_key_and_position() {
 }
 
 /// Malformed strings that all carry the password; none may echo it.
-const MALFORMED: [&str; 22] = [
+const MALFORMED: [&str; 25] = [
     "postgres://app:Zq7SecretPw42x@db:notaport/shop",
     "postgres://app:Zq7SecretPw42x@db/shop?sslmode=sometimes",
     "postgres://app:Zq7SecretPw42x@db/shop?bogus=1",
@@ -231,6 +291,9 @@ const MALFORMED: [&str; 22] = [
     "Host=db;Password=Zq7SecretPw42x;Port=-1;Username=u",
     "Host=db;Password=Zq7SecretPw42x;Timeout=soon;Username=u",
     "Host=db;Password=Zq7SecretPw42x;SSL Mode=VerifyCA;TrustServerCertificate=yes;Username=u",
+    "Host=db;Password=Zq7Secret;Pw42x=1;Username=u",
+    "Host=db;Zq7SecretPw42x=1;Password=Zq7SecretPw42x;Username=u",
+    "postgres://app@db/shop?password=Zq7SecretPw42x&Zq7SecretPw42x=1",
 ];
 
 #[test]

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::support;
-use crate::support::control_plane::{OPERATOR_USER, describe};
+use crate::support::control_plane::{ControlPlane, OPERATOR_USER, describe};
 use crate::support::e2e::{Cluster, control_plane};
 
 const WAIT: Duration = Duration::from_secs(90);
@@ -133,17 +133,17 @@ const REFUSALS: &[Refusal] = &[
     Refusal {
         what: "a lock wait of 2h",
         spec: "  lock:\n    timeout: 2h\n",
-        message: "spec.lock.timeout: Invalid value: \"2h\": duration \"2h\" is longer than the maximum of 1h",
+        message: "spec.lock.timeout: Invalid value: \"2h\": must be at most 1h",
     },
     Refusal {
         what: "a DDL lock timeout of 25h",
         spec: "  ddl:\n    lockTimeout: 25h\n",
-        message: "spec.ddl.lockTimeout: Invalid value: \"25h\": duration \"25h\" is longer than the maximum of 24h",
+        message: "spec.ddl.lockTimeout: Invalid value: \"25h\": must be at most 24h",
     },
     Refusal {
         what: "a DDL statement timeout of 25h",
         spec: "  ddl:\n    statementTimeout: 25h\n",
-        message: "spec.ddl.statementTimeout: Invalid value: \"25h\": duration \"25h\" is longer than the maximum of 24h",
+        message: "spec.ddl.statementTimeout: Invalid value: \"25h\": must be at most 24h",
     },
     Refusal {
         what: "a Secret name that is not a DNS subdomain",
@@ -186,6 +186,120 @@ fn invalid_boxtables_are_refused_at_apply_time_with_the_servers_messages() {
             case.what
         );
     }
+}
+
+/// Lock waits with a mistake, and the one message each draws, from the server and from `migrate`.
+const BAD_LOCK_TIMEOUTS: [(&str, &str); 4] = [
+    (
+        "30 s",
+        "spec.lock.timeout: Invalid value: \"30 s\": must be a duration of whole numbers with \
+         units h, m, s, ms in that order, like 30s, 1m30s or 500ms",
+    ),
+    (
+        "1d",
+        "spec.lock.timeout: Invalid value: \"1d\": must be a duration of whole numbers with \
+         units h, m, s, ms in that order, like 30s, 1m30s or 500ms",
+    ),
+    (
+        "999999999h",
+        "spec.lock.timeout: Invalid value: \"999999999h\": must be at most 1h",
+    ),
+    (
+        "61m",
+        "spec.lock.timeout: Invalid value: \"61m\": must be at most 1h",
+    ),
+];
+
+/// What the server answers a server-side dry run of `manifest` (BoxTable `name`) with: the text
+/// after `"<name>" is invalid: `.
+fn server_refusal(plane: &ControlPlane, manifest: &str, name: &str) -> String {
+    let out = plane.kubectl_as(
+        &plane.admin_kubeconfig,
+        &["create", "--dry-run=server", "-f", "-"],
+        Some(manifest),
+    );
+    let server = stderr(&out);
+    assert!(!out.status.success(), "{name} was accepted");
+    server
+        .split_once(&format!("\"{name}\" is invalid: "))
+        .map(|(_, causes)| causes.trim_end().to_owned())
+        .unwrap_or_else(|| panic!("{name}: the server said:\n{server}"))
+}
+
+/// What `migrate -f` says about `manifest` (BoxTable `ns/name`), written into `dir`: the errors
+/// after `(BoxTable ns/name): `, joined by "; ".
+fn migrate_refusal(dir: &std::path::Path, manifest: &str, ns: &str, name: &str) -> String {
+    let file = dir.join(format!("{name}.yaml"));
+    std::fs::write(&file, manifest).unwrap();
+    let run = std::process::Command::new(support::e2e::operator_binary())
+        .args(["migrate", "-f"])
+        .arg(&file)
+        .env_remove("DATABASE_URL")
+        .output()
+        .unwrap();
+    let said = stderr(&run);
+    assert_eq!(run.status.code(), Some(1), "{name}: {said}");
+    said.lines()
+        .find_map(|l| l.split_once(&format!("(BoxTable {ns}/{name}): ")))
+        .map(|(_, errors)| errors.to_owned())
+        .unwrap_or_else(|| panic!("{name}: migrate said:\n{said}"))
+}
+
+#[test]
+fn a_bad_lock_timeout_draws_one_message_and_the_same_one_from_the_server_and_from_migrate() {
+    let plane = control_plane();
+    let ns = plane.create_namespace("durations");
+    let dir = tempfile::tempdir().unwrap();
+    for (i, (timeout, message)) in BAD_LOCK_TIMEOUTS.iter().enumerate() {
+        let name = format!("bad-timeout-{i}");
+        let manifest = boxtable(&ns, &name, &format!("  lock:\n    timeout: {timeout:?}\n"));
+
+        let server_says = server_refusal(plane, &manifest, &name);
+        let migrate_says = migrate_refusal(dir.path(), &manifest, &ns, &name);
+
+        assert_eq!(server_says, *message, "{timeout:?}: the server");
+        assert_eq!(migrate_says, *message, "{timeout:?}: migrate");
+    }
+}
+
+#[test]
+fn migrate_words_an_object_rule_and_the_rules_left_unchecked_as_the_server_does() {
+    let plane = control_plane();
+    let ns = plane.create_namespace("rule-wording");
+    let dir = tempfile::tempdir().unwrap();
+
+    // A rule on the spec (an object): the server shows no value.
+    let inbox =
+        boxtable(&ns, "inbox-v3", "  targetVersion: 3\n").replace("box: Outbox", "box: Inbox");
+    let expected = "spec: Invalid value: an Inbox has versions 1 to 2";
+    assert_eq!(server_refusal(plane, &inbox, "inbox-v3"), expected);
+    assert_eq!(
+        migrate_refusal(dir.path(), &inbox, &ns, "inbox-v3"),
+        expected
+    );
+
+    // A required field missing keeps the rules (here the lock wait's) from running, and says so.
+    let unchecked = "<nil>: Invalid value: null: some validation rules were not checked because \
+                     the object was invalid; correct the existing errors to complete validation";
+    let no_database = format!(
+        "apiVersion: brighter.dev/v1alpha1\nkind: BoxTable\nmetadata:\n  name: no-db\n  \
+         namespace: {ns}\nspec:\n  box: Outbox\n  lock:\n    timeout: 2h\n"
+    );
+    let server_says = server_refusal(plane, &no_database, "no-db");
+    let causes: Vec<&str> = server_says
+        .lines()
+        .map(|l| l.trim_start_matches("* ").trim())
+        .filter(|l| !l.is_empty())
+        .collect();
+    assert_eq!(
+        causes,
+        ["spec.database: Required value", unchecked],
+        "{server_says}"
+    );
+    assert_eq!(
+        migrate_refusal(dir.path(), &no_database, &ns, "no-db"),
+        format!("spec.database: Required value; {unchecked}")
+    );
 }
 
 #[test]

@@ -155,6 +155,7 @@ fn replica(client: kube::Client, namespace: &str, identity: &str) -> Replica {
         leader_timing: TIMING,
         secret_label_selector: None,
         sessions: Default::default(),
+        cluster_name: "test".to_owned(),
     };
     let task = tokio::spawn(controller::run(
         client,

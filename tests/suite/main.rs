@@ -71,4 +71,5 @@ mod reliability_secrets;
 mod reliability_session;
 mod soak;
 mod status;
+mod table_ownership;
 mod telemetry;

@@ -399,7 +399,7 @@ fn a_conflict_names_the_other_boxtable_and_gives_up() {
         ready(&status),
         (
             "TableConflict",
-            "public.outbox is already managed by BoxTable shop/legacy-outbox"
+            "public.outbox is already managed by BoxTable shop/legacy-outbox; only one BoxTable manages a table: delete one of the two (with deletionPolicy Retain the table stays) or point it at another table"
         )
     );
 }

@@ -1,5 +1,8 @@
 //! What the three form parsers produce: recognised [`Key`]s with their decoded values
-//! ([`Entry`]), and the `host:port` list splitting the URL and Npgsql forms share.
+//! ([`Entry`]), the first key a form does not define ([`Unknown`], refused once the whole string
+//! is read), and the `host:port` list splitting the URL and Npgsql forms share.
+
+use super::{ConnStrError, Form};
 
 /// The settings a key can carry, after synonyms are resolved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,6 +47,55 @@ pub(super) struct Entry {
     pub(super) key: Key,
     pub(super) value: String,
     pub(super) position: usize,
+}
+
+/// The longest key a refusal quotes; longer text is not a misspelt key.
+const MAX_SHOWN_KEY: usize = 40;
+
+/// The first key of a string that its form does not define.
+#[derive(Debug)]
+pub(super) struct Unknown {
+    /// The key as written (Npgsql: lowercased, spaces trimmed).
+    pub(super) text: String,
+    /// Byte offset of the key.
+    pub(super) position: usize,
+    /// Whether it follows a password whose value was not quoted: then it may be the rest of that
+    /// password, cut where a separator stood.
+    pub(super) after_bare_password: bool,
+}
+
+/// Refuses the string when it has an [`Unknown`] key, as libpq (`invalid connection option`) or
+/// Npgsql (`keyword not supported`) would. The key is quoted only when that cannot show a
+/// password: it looks like a key (letters, digits, `_` or spaces, at most 40 bytes), it does not
+/// directly follow an unquoted password, and no password in the string contains it or is
+/// contained in it.
+pub(super) fn refuse_unknown(
+    form: Form,
+    unknown: Option<Unknown>,
+    entries: &[Entry],
+) -> Result<(), ConnStrError> {
+    let Some(unknown) = unknown else {
+        return Ok(());
+    };
+    let text = unknown.text.as_str();
+    let key_shaped = !text.is_empty()
+        && text.len() <= MAX_SHOWN_KEY
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ' ');
+    let lower = text.to_lowercase();
+    let overlaps_password = entries
+        .iter()
+        .filter(|e| e.key == Key::Password && !e.value.is_empty())
+        .map(|e| e.value.to_lowercase())
+        .any(|password| password.contains(&lower) || lower.contains(&password));
+    let shown = key_shaped && !unknown.after_bare_password && !overlaps_password;
+    Err(ConnStrError::UnknownKey {
+        form,
+        key: shown.then(|| text.to_owned()),
+        position: unknown.position,
+        after_bare_password: unknown.after_bare_password,
+    })
 }
 
 /// Splits `h1:5433,[::1]:5434,h3` into hosts and their optional ports (text, unparsed).

@@ -22,13 +22,19 @@ pub enum ConnStrError {
         /// What the parser expected there.
         expected: &'static str,
     },
-    /// A keyword the form does not define.
-    #[error("unknown {form} keyword at byte {position}")]
+    /// A key the form does not define, refused as libpq (`invalid connection option "sslmdoe"`,
+    /// `invalid URI query parameter "sslmdoe"`) or Npgsql (`keyword not supported: 'passwrd'`)
+    /// refuses it.
+    #[error("{}", unknown_key(*form, key.as_deref(), *position, *after_bare_password))]
     UnknownKey {
         /// The detected form.
         form: Form,
-        /// Byte offset of the keyword.
+        /// The key, when quoting it cannot show a password (see `entry::refuse_unknown`).
+        key: Option<String>,
+        /// Byte offset of the key.
         position: usize,
+        /// Whether it directly follows a password whose value was not quoted.
+        after_bare_password: bool,
     },
     /// A known key with a value that cannot be used.
     #[error("invalid value for {key} at byte {position}: expected {expected}")]
@@ -60,6 +66,40 @@ pub enum ConnStrError {
         /// The verifying mode.
         mode: TlsMode,
     },
+}
+
+/// libpq's and Npgsql's own wording, with the position, and a hint when the key may be the rest of
+/// a password cut at a separator.
+fn unknown_key(
+    form: Form,
+    key: Option<&str>,
+    position: usize,
+    after_bare_password: bool,
+) -> String {
+    let mut text = match (form, key) {
+        (Form::Npgsql, Some(key)) => format!("keyword not supported: '{key}' at byte {position}"),
+        (Form::Npgsql, None) => format!("keyword not supported at byte {position}"),
+        (Form::Url, Some(key)) => {
+            format!("invalid URI query parameter \"{key}\" at byte {position}")
+        }
+        (Form::Url, None) => format!("invalid URI query parameter at byte {position}"),
+        (Form::Keyword, Some(key)) => {
+            format!("invalid connection option \"{key}\" at byte {position}")
+        }
+        (Form::Keyword, None) => format!("invalid connection option at byte {position}"),
+    };
+    if after_bare_password {
+        text.push_str(match form {
+            Form::Npgsql => {
+                ", right after an unquoted password: a password with ';' must be quoted (Password=\"...\")"
+            }
+            Form::Keyword => {
+                ", right after an unquoted password: a password with spaces must be quoted (password='...')"
+            }
+            Form::Url => ", right after the password: a password with '&' must be percent-encoded (%26)",
+        });
+    }
+    text
 }
 
 impl ConnStrError {

@@ -2,7 +2,7 @@
 //!
 //! Values may be single-quoted; inside or outside quotes a backslash escapes the next character.
 
-use super::entry::{Entry, Key};
+use super::entry::{Entry, Key, Unknown, refuse_unknown};
 use super::{ConnStrError, Form};
 
 /// Maps a libpq keyword (as libpq spells it, lowercase) to the setting it carries:
@@ -80,14 +80,18 @@ pub(super) fn has_unquoted_semicolon(input: &str) -> bool {
     false
 }
 
-/// Resolves a keyword found at `position`, refusing unknown ones as libpq does.
+/// Resolves a keyword found at `position`: an entry for a keyword the operator uses, nothing for
+/// one it ignores, and the first keyword libpq does not know kept in `unknown` (refused once the
+/// whole string is read, as libpq refuses it). `after_bare_password`: the keyword follows a
+/// password whose value was not quoted.
 pub(super) fn resolve(
-    form: Form,
     word: &str,
     value: String,
     position: usize,
+    after_bare_password: bool,
     out: &mut Vec<Entry>,
-) -> Result<(), ConnStrError> {
+    unknown: &mut Option<Unknown>,
+) {
     match libpq_key(word) {
         Some(Some(key)) => out.push(Entry {
             key,
@@ -98,9 +102,14 @@ pub(super) fn resolve(
             position,
             "ignoring a libpq keyword the operator does not use"
         ),
-        None => return Err(ConnStrError::UnknownKey { form, position }),
+        None => {
+            unknown.get_or_insert(Unknown {
+                text: word.to_owned(),
+                position,
+                after_bare_password,
+            });
+        }
     }
-    Ok(())
 }
 
 pub(super) fn parse(input: &str) -> Result<Vec<Entry>, ConnStrError> {
@@ -112,6 +121,8 @@ pub(super) fn parse(input: &str) -> Result<Vec<Entry>, ConnStrError> {
     let bytes: Vec<(usize, char)> = input.char_indices().collect();
     let at = |i: usize| bytes.get(i).map(|&(p, _)| p).unwrap_or(input.len());
     let mut entries = Vec::new();
+    let mut unknown = None;
+    let mut after_bare_password = false;
     let mut i = 0;
     loop {
         while bytes.get(i).is_some_and(|(_, c)| c.is_whitespace()) {
@@ -142,7 +153,8 @@ pub(super) fn parse(input: &str) -> Result<Vec<Entry>, ConnStrError> {
             i += 1;
         }
         let mut value = String::new();
-        if bytes.get(i).map(|&(_, c)| c) == Some('\'') {
+        let quoted = bytes.get(i).map(|&(_, c)| c) == Some('\'');
+        if quoted {
             let open = i;
             i += 1;
             loop {
@@ -190,7 +202,16 @@ pub(super) fn parse(input: &str) -> Result<Vec<Entry>, ConnStrError> {
                 }
             }
         }
-        resolve(Form::Keyword, &word, value, at(key_start), &mut entries)?;
+        resolve(
+            &word,
+            value,
+            at(key_start),
+            after_bare_password,
+            &mut entries,
+            &mut unknown,
+        );
+        after_bare_password = word == "password" && !quoted;
     }
+    refuse_unknown(Form::Keyword, unknown, &entries)?;
     Ok(entries)
 }

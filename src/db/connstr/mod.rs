@@ -1,16 +1,25 @@
 //! Connection strings: the URL, libpq keyword and Npgsql forms, parsed into one
 //! [`ConnectionSettings`] that never shows its password.
 //!
-//! Policy on keys the operator does not act on:
-//! - libpq keyword and URL forms refuse unknown keywords, as libpq itself does, so a string that
-//!   `psql` rejects is rejected here too; known libpq keywords without meaning for the operator
-//!   (`sslrootcert`, `gssencmode`, ...) are accepted and ignored.
-//! - The Npgsql form ignores keys it does not know (with a debug log naming their position, never
-//!   their text): Brighter applications share the Secret and carry pool and command settings
-//!   (`Maximum Pool Size`, `Include Error Detail`, ...) that mean nothing to the operator.
+//! Keys a form does not define are refused, as the form's own client refuses them, so a typo is
+//! caught when the string is read instead of surfacing later as something else (`Passwrd=` as
+//! "password missing"):
+//! - libpq keyword and URL forms: `invalid connection option "sslmdoe" at byte 7` and
+//!   `invalid URI query parameter "sslmdoe" at byte 20`, as libpq (`psql`) words them. Known
+//!   libpq keywords without meaning for the operator (`sslrootcert`, `gssencmode`, ...) are
+//!   accepted and ignored.
+//! - The Npgsql form: `keyword not supported: 'passwrd' at byte 23`, as Npgsql's
+//!   `Keyword not supported: passwrd`. Every key Npgsql 6 to 10 accepts is accepted, so pool and
+//!   command settings Brighter applications share the Secret with (`Maximum Pool Size`,
+//!   `Include Error Detail`, ...) are read and ignored.
 //!
-//! Errors and logs name positions (byte offsets) and canonical key names, never text taken from
-//! the string, because a malformed string may hold a password anywhere.
+//! The refused key is quoted only when that cannot show a password: it must look like a key, must
+//! not directly follow an unquoted password (`Password=ab;cd=1` cuts the password `ab;cd=1` into
+//! a password and a key `cd`), and must not overlap any password in the string; otherwise the
+//! message gives the position alone, with a hint to quote the password.
+//!
+//! Errors and logs otherwise name positions (byte offsets) and canonical (libpq) key names, never
+//! text taken from the string, because a malformed string may hold a password anywhere.
 //!
 //! How a string flows through the files here: [`build`] holds `ConnectionSettings::parse`, which
 //! asks [`form`] which of the three forms it is, lets [`url`], [`keyword`] or [`npgsql`] turn it

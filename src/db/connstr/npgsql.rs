@@ -2,13 +2,16 @@
 //! `Host=db;Port=5432;Database=shop;Username=app;Password="p;w";SSL Mode=Require`.
 //!
 //! Keys are case-insensitive and ignore spaces (`SSL Mode` = `SslMode`); values may be quoted with
-//! `"` or `'`, a doubled quote standing for itself. Unknown keys are ignored (see the parent module).
+//! `"` or `'`, a doubled quote standing for itself. A key Npgsql does not define is refused as
+//! Npgsql refuses it (`keyword not supported: 'passwrd'`); see the parent module.
 
-use super::entry::{Entry, Key, split_host_ports};
+use super::entry::{Entry, Key, Unknown, refuse_unknown, split_host_ports};
 use super::{ConnStrError, Form};
 
 /// Maps a normalised key (lowercase, no spaces) to its setting: `Some(Some(key))` used,
-/// `Some(None)` known and ignored, `None` unknown.
+/// `Some(None)` known and ignored, `None` unknown. The known keys are every key Npgsql 6 to 10
+/// accepts (display names, property names and synonyms, obsolete ones included), and `User` and
+/// `Connection Timeout`, which the operator has always read as `Username` and `Timeout`.
 fn npgsql_key(norm: &str) -> Option<Option<Key>> {
     let key = match norm {
         "host" | "server" => Key::Host,
@@ -60,6 +63,30 @@ fn npgsql_key(norm: &str) -> Option<Option<Key>> {
         | "checkcertificaterevocation"
         | "persistsecurityinfo"
         | "kerberosservicename"
+        | "krbsrvname"
+        | "includefailedbatchedcommand"
+        | "requireauth"
+        | "loadbalancetimeout"
+        | "socketreceivebuffersize"
+        | "socketsendbuffersize"
+        | "autoprepareminusages"
+        | "replicationmode"
+        | "loadtablecomposites"
+        | "writecoalescingbufferthresholdbytes"
+        | "integratedsecurity"
+        | "clientcertificate"
+        | "clientcertificatekey"
+        | "efadmindatabase"
+        | "eftemplatedatabase"
+        | "entityadmindatabase"
+        | "entitytemplatedatabase"
+        | "backendtimeouts"
+        | "continuousprocessing"
+        | "convertinfinitydatetime"
+        | "preloadreader"
+        | "useextendedtypes"
+        | "useperfcounters"
+        | "usesslstream"
         | "includerealm"
         | "logparameters"
         | "arraynullabilitymode"
@@ -82,6 +109,8 @@ pub(super) fn parse(input: &str) -> Result<Vec<Entry>, ConnStrError> {
     let at = |i: usize| chars.get(i).map(|&(p, _)| p).unwrap_or(input.len());
     let is_space = |i: usize| chars.get(i).is_some_and(|(_, c)| c.is_whitespace());
     let mut entries = Vec::new();
+    let mut unknown = None;
+    let mut after_bare_password = false;
     let mut i = 0;
     while i < chars.len() {
         while is_space(i) || chars.get(i).is_some_and(|&(_, c)| c == ';') {
@@ -97,9 +126,9 @@ pub(super) fn parse(input: &str) -> Result<Vec<Entry>, ConnStrError> {
         if chars.get(i).map(|&(_, c)| c) != Some('=') {
             return Err(syntax(at(key_start), "key=value"));
         }
-        let norm: String = chars[key_start..i]
-            .iter()
-            .map(|&(_, c)| c)
+        let written: String = chars[key_start..i].iter().map(|&(_, c)| c).collect();
+        let norm: String = written
+            .chars()
             .filter(|c| !c.is_whitespace())
             .collect::<String>()
             .to_ascii_lowercase();
@@ -111,6 +140,7 @@ pub(super) fn parse(input: &str) -> Result<Vec<Entry>, ConnStrError> {
             i += 1;
         }
         let mut value = String::new();
+        let quoted = matches!(chars.get(i).map(|&(_, c)| c), Some('"' | '\''));
         match chars.get(i).map(|&(_, c)| c) {
             Some(q @ ('"' | '\'')) => {
                 let open = i;
@@ -156,7 +186,8 @@ pub(super) fn parse(input: &str) -> Result<Vec<Entry>, ConnStrError> {
             }
         }
         let position = at(key_start);
-        match npgsql_key(&norm) {
+        let key = npgsql_key(&norm);
+        match key {
             Some(Some(key)) => entries.push(Entry {
                 key,
                 value,
@@ -165,9 +196,17 @@ pub(super) fn parse(input: &str) -> Result<Vec<Entry>, ConnStrError> {
             Some(None) => {
                 tracing::trace!(position, "ignoring an npgsql key the operator does not use")
             }
-            None => tracing::debug!(position, "ignoring an unknown npgsql key"),
+            None => {
+                unknown.get_or_insert(Unknown {
+                    text: written.trim().to_lowercase(),
+                    position,
+                    after_bare_password,
+                });
+            }
         }
+        after_bare_password = key == Some(Some(Key::Password)) && !quoted;
     }
+    refuse_unknown(Form::Npgsql, unknown, &entries)?;
     Ok(with_host_ports(entries))
 }
 

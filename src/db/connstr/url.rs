@@ -3,7 +3,7 @@
 //! User, password, hosts, database and query values are percent-decoded; query keys are libpq
 //! keywords.
 
-use super::entry::{Entry, Key, split_host_ports};
+use super::entry::{Entry, Key, refuse_unknown, split_host_ports};
 use super::{ConnStrError, Form, keyword};
 
 fn syntax(position: usize, expected: &'static str) -> ConnStrError {
@@ -103,8 +103,10 @@ pub(super) fn parse(input: &str) -> Result<Vec<Entry>, ConnStrError> {
         tail = &path[end..];
     }
 
+    let mut unknown = None;
     if let Some(query) = tail.strip_prefix('?') {
         pos += 1;
+        let mut after_password = false;
         for param in query.split('&') {
             if !param.is_empty() {
                 let Some((k, v)) = param.split_once('=') else {
@@ -112,11 +114,20 @@ pub(super) fn parse(input: &str) -> Result<Vec<Entry>, ConnStrError> {
                 };
                 let word = decode(k, pos)?;
                 let value = decode(v, pos + k.len() + 1)?;
-                keyword::resolve(Form::Url, &word, value, pos, &mut entries)?;
+                keyword::resolve(
+                    &word,
+                    value,
+                    pos,
+                    after_password,
+                    &mut entries,
+                    &mut unknown,
+                );
+                after_password = word == "password";
             }
             pos += param.len() + 1;
         }
     }
+    refuse_unknown(Form::Url, unknown, &entries)?;
     Ok(entries)
 }
 

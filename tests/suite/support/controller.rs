@@ -316,6 +316,7 @@ fn spawn_controller(
         leader_timing: Default::default(),
         secret_label_selector,
         sessions: Default::default(),
+        cluster_name: "test".to_owned(),
     };
     tokio::spawn(controller::run(
         client.clone(),

@@ -124,8 +124,11 @@ impl PlanBuilder {
 /// The BoxTable with uid `uid`, named `shop/<uid>`, as an owner.
 pub fn owner(uid: &str) -> Owner {
     Owner {
+        cluster: "test".to_owned(),
+        namespace: "shop".to_owned(),
+        name: uid.to_owned(),
         uid: uid.to_owned(),
-        boxtable: format!("shop/{uid}"),
+        takes_over: None,
     }
 }
 

@@ -1,6 +1,6 @@
-//! Private PostgreSQL clusters for scenarios that restart or replicate a server: started with the
-//! binaries `scripts/pg.sh` found (`PG_BIN`, run as `PG_OWNER`), trust authentication on 127.0.0.1,
-//! stopped and deleted on drop.
+//! Private PostgreSQL clusters for scenarios that restart or replicate a server, or need TLS:
+//! started with the binaries `scripts/pg.sh` found (`PG_BIN`, run as `PG_OWNER`), trust
+//! authentication on 127.0.0.1, stopped and deleted on drop.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -15,6 +15,8 @@ pub struct Cluster {
     pub port: u16,
     bin: PathBuf,
     owner: Option<String>,
+    /// Whether the server offers TLS (`ssl = on` with a self-signed certificate).
+    tls: bool,
 }
 
 fn bin_dir() -> PathBuf {
@@ -94,6 +96,54 @@ impl Cluster {
 
     /// A new primary with trust authentication (replication allowed from 127.0.0.1).
     pub fn primary() -> Self {
+        let cluster = Self::initialised(false);
+        cluster.start();
+        cluster
+    }
+
+    /// A new primary that also offers TLS, with a self-signed certificate for the name
+    /// `boxtable-test-server` ([`Cluster::certificate`]): not the name `127.0.0.1` it is reached
+    /// by, and signed by no CA a client knows.
+    pub fn primary_with_tls() -> Self {
+        let cluster = Self::initialised(true);
+        let (cert, key) = (
+            cluster.data.join("server.crt"),
+            cluster.data.join("server.key"),
+        );
+        let made = Command::new("openssl")
+            .args([
+                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+            ])
+            .args(["-subj", "/CN=boxtable-test-server", "-keyout"])
+            .arg(&key)
+            .arg("-out")
+            .arg(&cert)
+            .output()
+            .unwrap();
+        assert!(
+            made.status.success(),
+            "openssl req failed: {}",
+            String::from_utf8_lossy(&made.stderr)
+        );
+        for file in [&cert, &key] {
+            if let Some(user) = &cluster.owner {
+                let ok = Command::new("chown").arg(user).arg(file).status().unwrap();
+                assert!(ok.success(), "chown {user}");
+            }
+            let ok = Command::new("chmod").arg("600").arg(file).status().unwrap();
+            assert!(ok.success(), "chmod 600");
+        }
+        cluster.start();
+        cluster
+    }
+
+    /// The server's certificate in PEM (only for [`Cluster::primary_with_tls`]).
+    pub fn certificate(&self) -> Vec<u8> {
+        std::fs::read(self.data.join("server.crt")).unwrap()
+    }
+
+    /// A data directory made by `initdb`, the server not started yet.
+    fn initialised(tls: bool) -> Self {
         let (root, owner, bin) = Self::new_dir();
         let data = root.path().join("data");
         let cluster = Self {
@@ -102,6 +152,7 @@ impl Cluster {
             port: free_port(),
             bin,
             owner,
+            tls,
         };
         cluster.run(
             "initdb",
@@ -117,7 +168,6 @@ impl Cluster {
                 "--no-sync",
             ],
         );
-        cluster.start();
         cluster
     }
 
@@ -133,6 +183,7 @@ impl Cluster {
             port: free_port(),
             bin,
             owner,
+            tls: false,
         };
         if !cluster.bin.join("pg_basebackup").exists() {
             cluster.copy_as_standby_of(primary);
@@ -211,9 +262,10 @@ impl Cluster {
     fn options(&self) -> String {
         format!(
             "-c listen_addresses=127.0.0.1 -c port={} -c unix_socket_directories={} -c fsync=off \
-             -c max_connections=50 -c shared_buffers=16MB",
+             -c max_connections=50 -c shared_buffers=16MB -c ssl={}",
             self.port,
-            self.root.path().display()
+            self.root.path().display(),
+            if self.tls { "on" } else { "off" }
         )
     }
 
