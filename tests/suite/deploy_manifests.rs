@@ -2,8 +2,8 @@
 //! them: every object must match its Kubernetes schema field for field, the Deployment must be
 //! hardened, and RBAC must grant exactly the calls the operator makes.
 //!
-//! Needs `kubectl` on PATH (or its path in `KUBECTL`); without it the tests fail and say how to
-//! get it.
+//! Renders with the control plane's kubectl when `scripts/test.sh` has built one, else with
+//! `kubectl` on PATH (or its path in `KUBECTL`); without one the tests fail and say how to get it.
 
 // Helpers fail the test they serve, exactly as the #[test] functions do.
 
@@ -12,6 +12,9 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use k8s_openapi::api::admissionregistration::v1::{
+    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Container, Namespace, Secret, Service, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -99,7 +102,9 @@ fn root() -> PathBuf {
 }
 
 fn kubectl() -> String {
-    let kubectl = std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".to_owned());
+    let kubectl = crate::support::control_plane::kubectl_for_kustomize()
+        .to_string_lossy()
+        .into_owned();
     match Command::new(&kubectl)
         .args(["version", "--client"])
         .output()
@@ -306,6 +311,12 @@ fn every_rendered_object_matches_its_kubernetes_schema_exactly() {
             ("apiextensions.k8s.io/v1", "CustomResourceDefinition") => {
                 schema_differences::<CustomResourceDefinition>(object)
             }
+            ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy") => {
+                schema_differences::<ValidatingAdmissionPolicy>(object)
+            }
+            ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding") => {
+                schema_differences::<ValidatingAdmissionPolicyBinding>(object)
+            }
             _ => vec!["no schema known for this kind".to_owned()],
         };
         failures.extend(
@@ -327,6 +338,8 @@ fn every_rendered_object_matches_its_kubernetes_schema_exactly() {
         "RoleBinding",
         "Service",
         "ServiceAccount",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
     ]
     .into_iter()
     .map(str::to_owned)
@@ -357,11 +370,13 @@ fn the_schema_check_catches_a_misspelled_field() {
 
 #[test]
 fn every_namespaced_object_lands_in_the_operator_namespace() {
-    const CLUSTER_SCOPED: [&str; 4] = [
+    const CLUSTER_SCOPED: [&str; 6] = [
         "Namespace",
         "ClusterRole",
         "ClusterRoleBinding",
         "CustomResourceDefinition",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
     ];
     for object in deploy() {
         let (_, kind) = kind_of(&object);
@@ -689,6 +704,162 @@ fn the_bindings_give_the_roles_to_the_operator_service_account() {
         .map(|s| (s.kind, s.name, s.namespace))
         .collect();
     assert_eq!(subjects, vec![subject]);
+}
+
+/// Whether `selector` (a LabelSelector's JSON) selects an object labelled `labels`.
+fn selects(selector: &Json, labels: &Json) -> bool {
+    let label = |key: &str| labels[key].as_str();
+    let matches_labels = selector["matchLabels"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .all(|(key, value)| label(key) == value.as_str());
+    let matches_expressions = selector["matchExpressions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .all(|e| {
+            let key = e["key"].as_str().unwrap();
+            let values: Vec<&str> = e["values"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Json::as_str)
+                .collect();
+            match e["operator"].as_str().unwrap() {
+                "In" => label(key).is_some_and(|v| values.contains(&v)),
+                "NotIn" => !label(key).is_some_and(|v| values.contains(&v)),
+                "Exists" => label(key).is_some(),
+                "DoesNotExist" => label(key).is_none(),
+                other => panic!("operator {other}"),
+            }
+        });
+    matches_labels && matches_expressions
+}
+
+/// `Kind [namespace/]name`.
+fn identity(object: &Json) -> String {
+    let metadata = &object["metadata"];
+    let name = metadata["name"].as_str().unwrap_or_default();
+    match metadata["namespace"].as_str() {
+        Some(namespace) => format!("{} {namespace}/{name}", kind_of(object).1),
+        None => format!("{} {name}", kind_of(object).1),
+    }
+}
+
+/// The objects of `objects` whose DELETE the uninstall guard evaluates.
+fn guarded(objects: &[Json]) -> BTreeSet<String> {
+    let policy: ValidatingAdmissionPolicy = only(objects);
+    let policy = serde_json::to_value(policy.spec.expect("a spec")).unwrap();
+    let constraints = &policy["matchConstraints"];
+    let rules = constraints["resourceRules"].as_array().unwrap();
+    // The API group and resource of each kind in deploy/.
+    let resource = |kind: &str| match kind {
+        "Namespace" => ("", "namespaces"),
+        "ServiceAccount" => ("", "serviceaccounts"),
+        "Service" => ("", "services"),
+        "Deployment" => ("apps", "deployments"),
+        "PodDisruptionBudget" => ("policy", "poddisruptionbudgets"),
+        "Role" => ("rbac.authorization.k8s.io", "roles"),
+        "RoleBinding" => ("rbac.authorization.k8s.io", "rolebindings"),
+        "ClusterRole" => ("rbac.authorization.k8s.io", "clusterroles"),
+        "ClusterRoleBinding" => ("rbac.authorization.k8s.io", "clusterrolebindings"),
+        "CustomResourceDefinition" => ("apiextensions.k8s.io", "customresourcedefinitions"),
+        "ValidatingAdmissionPolicy" => (
+            "admissionregistration.k8s.io",
+            "validatingadmissionpolicies",
+        ),
+        "ValidatingAdmissionPolicyBinding" => (
+            "admissionregistration.k8s.io",
+            "validatingadmissionpolicybindings",
+        ),
+        other => panic!("no resource known for {other}"),
+    };
+    let listed = |list: &Json, value: &str| {
+        list.as_array()
+            .unwrap()
+            .iter()
+            .any(|entry| entry.as_str() == Some(value))
+    };
+    objects
+        .iter()
+        .filter(|object| {
+            let (group, plural) = resource(kind_of(object).1);
+            rules.iter().any(|rule| {
+                listed(&rule["apiGroups"], group)
+                    && listed(&rule["resources"], plural)
+                    && listed(&rule["operations"], "DELETE")
+            }) && selects(
+                &constraints["objectSelector"],
+                &object["metadata"]["labels"],
+            )
+        })
+        .map(identity)
+        .collect()
+}
+
+#[test]
+fn the_uninstall_guard_covers_exactly_what_the_operator_runs_with() {
+    let objects = deploy();
+    let expected: BTreeSet<String> = [
+        "Namespace boxtable-system",
+        "ServiceAccount boxtable-system/boxtable-operator",
+        "Deployment boxtable-system/boxtable-operator",
+        "ClusterRole boxtable-operator",
+        "ClusterRoleBinding boxtable-operator",
+        "Role boxtable-system/boxtable-operator-leader-election",
+        "RoleBinding boxtable-system/boxtable-operator-leader-election",
+    ]
+    .into_iter()
+    .map(str::to_owned)
+    .collect();
+    assert_eq!(guarded(&objects), expected);
+
+    // The namespaced install's Roles and RoleBindings in the watched namespaces too.
+    let namespaced = render(&root().join("examples/namespaced-install"));
+    let watched: BTreeSet<String> = namespaced
+        .iter()
+        .filter(|o| matches!(kind_of(o).1, "Role" | "RoleBinding"))
+        .filter(|o| o["metadata"]["name"] == OPERATOR)
+        .map(identity)
+        .collect();
+    assert!(watched.len() >= 2, "{watched:?}");
+    assert!(watched.is_subset(&guarded(&namespaced)), "{watched:?}");
+
+    // A Helm release's objects are the chart's to answer for.
+    let mut helm = objects.clone();
+    for object in &mut helm {
+        object["metadata"]["labels"]["app.kubernetes.io/managed-by"] = Json::from("Helm");
+    }
+    assert!(guarded(&helm).is_empty(), "{:?}", guarded(&helm));
+}
+
+#[test]
+fn the_uninstall_guard_binding_reads_the_crd_and_allows_everything_without_it() {
+    let objects = deploy();
+    let policy: ValidatingAdmissionPolicy = only(&objects);
+    let binding: ValidatingAdmissionPolicyBinding = only(&objects);
+    let crd: CustomResourceDefinition = only(&objects);
+    let spec = policy.spec.expect("policy spec");
+    let param = spec.param_kind.expect("paramKind");
+    assert_eq!(
+        (param.api_version.as_deref(), param.kind.as_deref()),
+        (
+            Some("apiextensions.k8s.io/v1"),
+            Some("CustomResourceDefinition")
+        )
+    );
+    assert_eq!(spec.failure_policy.as_deref(), Some("Fail"));
+    let binding = binding.spec.expect("binding spec");
+    assert_eq!(binding.policy_name, policy.metadata.name);
+    assert_eq!(binding.validation_actions, Some(vec!["Deny".to_owned()]));
+    let param_ref = binding.param_ref.expect("paramRef");
+    assert_eq!(param_ref.name, crd.metadata.name);
+    assert_eq!(param_ref.namespace, None);
+    assert_eq!(
+        param_ref.parameter_not_found_action.as_deref(),
+        Some("Allow")
+    );
 }
 
 #[test]

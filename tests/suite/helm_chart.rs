@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value as Json, json};
 
-use crate::support::control_plane::{ControlPlane, control_plane};
+use crate::support::control_plane::{ControlPlane, control_plane, kubectl_for_kustomize};
 
 /// The chart, relative to the repository root.
 const CHART: &str = "charts/boxtable-operator";
@@ -44,6 +44,17 @@ const NAMED_DIFFERENCES: &[(&str, &str)] = &[
          .metadata.annotations: only in the chart",
         "helm.sh/resource-policy: keep (crds.keep): `helm uninstall` leaves the CRD, since \
          deleting it deletes every BoxTable",
+    ),
+    (
+        "admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy \
+         boxtable-operator-uninstall-guard: only in deploy/",
+        "the uninstall guard keeps `kubectl delete -f` from deleting the operator along with the \
+         CRD; `helm uninstall` keeps the CRD, so it deletes no BoxTable",
+    ),
+    (
+        "admissionregistration.k8s.io/v1 ValidatingAdmissionPolicyBinding \
+         boxtable-operator-uninstall-guard: only in deploy/",
+        "the uninstall guard's binding, as above",
     ),
 ];
 /// Values that turn on every monitoring object.
@@ -91,9 +102,17 @@ fn helm_home() -> &'static Path {
 
 /// Runs Helm `major` from the repository root; with a control plane, against it as the admin.
 fn helm(major: &str, plane: Option<&ControlPlane>, args: &[&str]) -> Output {
+    helm_command(major, plane)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("running helm {major} {}: {e}", args.join(" ")))
+}
+
+/// Helm `major`, set to run from the repository root with Helm directories of its own; with a
+/// control plane, against it as the admin. The caller adds the arguments.
+pub(crate) fn helm_command(major: &str, plane: Option<&ControlPlane>) -> Command {
     let mut cmd = Command::new(helm_binary(major));
-    cmd.args(args)
-        .current_dir(root())
+    cmd.current_dir(root())
         .env("HELM_CONFIG_HOME", helm_home().join("config"))
         .env("HELM_CACHE_HOME", helm_home().join("cache"))
         .env("HELM_DATA_HOME", helm_home().join("data"))
@@ -104,8 +123,7 @@ fn helm(major: &str, plane: Option<&ControlPlane>, args: &[&str]) -> Output {
         // Rendering and linting need no cluster; make sure none is used.
         None => cmd.env("KUBECONFIG", helm_home().join("no-kubeconfig")),
     };
-    cmd.output()
-        .unwrap_or_else(|e| panic!("running helm {major} {}: {e}", args.join(" ")))
+    cmd
 }
 
 /// Runs Helm and returns its stdout, failing the test with everything it printed otherwise.
@@ -132,15 +150,6 @@ fn template(major: &str, values: &[&str]) -> Vec<Json> {
     let mut args = vec!["template", RELEASE, CHART, "--namespace", NAMESPACE];
     args.extend_from_slice(values);
     objects(&helm_ok(major, None, &args))
-}
-
-/// The kubectl to render deploy/ with: the control plane's when there is one, else `$KUBECTL`
-/// or `kubectl` on PATH.
-fn kubectl_for_kustomize() -> PathBuf {
-    if let Some(bin) = std::env::var_os("CONTROL_PLANE_BIN").filter(|p| !p.is_empty()) {
-        return PathBuf::from(bin).join("kubectl");
-    }
-    PathBuf::from(std::env::var_os("KUBECTL").unwrap_or_else(|| "kubectl".into()))
 }
 
 /// `kubectl kustomize deploy/`.

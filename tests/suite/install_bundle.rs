@@ -165,3 +165,21 @@ fn kubectl_apply_of_the_bundle_stores_every_object_without_warnings() {
         format!("ghcr.io/boxtable/boxtable-operator:{VERSION}")
     );
 }
+
+/// `kubectl delete -f` deletes in the file's order, and nothing guards the uninstall guard
+/// itself: it must come after everything it protects (kustomize puts kinds it has no rank for
+/// between the Deployment's and the webhooks').
+#[test]
+fn the_uninstall_guard_comes_last_so_kubectl_delete_reaches_it_after_what_it_protects() {
+    let kinds: Vec<String> = bundle()
+        .iter()
+        .map(|o| o["kind"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        kinds[kinds.len() - 2..],
+        [
+            "ValidatingAdmissionPolicy",
+            "ValidatingAdmissionPolicyBinding"
+        ]
+    );
+}

@@ -40,6 +40,7 @@ mod e2e_namespaced_install;
 mod e2e_shutdown;
 mod e2e_telemetry;
 mod e2e_tracing;
+mod e2e_uninstall;
 mod helm_chart;
 mod image;
 mod install_bundle;

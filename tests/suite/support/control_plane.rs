@@ -87,7 +87,80 @@ pub fn control_plane() -> &'static ControlPlane {
         .unwrap_or_else(|message| panic!("{message}"))
 }
 
-/// The repository root.
+/// A control plane of one test's own, for what the shared one must never go through (the CRD
+/// deleted, the operator's namespace gone): `cp_start` of `scripts/control-plane.sh` in a child
+/// shell, with the binaries of this run. Dropping it closes the shell's stdin; the shell then
+/// exits and its trap stops etcd, kube-apiserver and kube-controller-manager and deletes their
+/// directory (its watchdog does the same if the test process dies).
+pub struct PrivatePlane {
+    /// The plane, as [`find`] describes the shared one (leaked: a few paths per test).
+    pub plane: &'static ControlPlane,
+    shell: std::process::Child,
+}
+
+impl PrivatePlane {
+    /// Starts the plane (blocking, about as long as `cp_start` takes: certificates, etcd, the API
+    /// server's readiness, the controller manager's health) and returns once it serves.
+    pub fn start() -> PrivatePlane {
+        use std::io::BufRead;
+        const VARS: [&str; 7] = [
+            "CONTROL_PLANE_DIR",
+            "CONTROL_PLANE_SERVER",
+            "CONTROL_PLANE_KUBECONFIG",
+            "CONTROL_PLANE_AUDIT_LOG",
+            "CONTROL_PLANE_ETCD",
+            "CONTROL_PLANE_APISERVER_PIDFILE",
+            "CONTROL_PLANE_BIN",
+        ];
+        let print: String = VARS
+            .iter()
+            .map(|var| format!("printf '%s=%s\\n' {var} \"${var}\"; "))
+            .collect();
+        let script = format!(
+            ". scripts/control-plane.sh && cp_start || exit 1; {print}echo ready; \
+             exec >/dev/null; read -r _"
+        );
+        let log = tempfile::NamedTempFile::new().unwrap();
+        let mut shell = Command::new("bash")
+            .args(["-c", &script])
+            .current_dir(root())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(log.reopen().unwrap())
+            .spawn()
+            .expect("run bash for scripts/control-plane.sh");
+        let stdout = shell.stdout.take().unwrap();
+        let mut vars = std::collections::BTreeMap::new();
+        for line in std::io::BufReader::new(stdout).lines() {
+            let line = line.unwrap();
+            if line == "ready" {
+                break;
+            }
+            if let Some((name, value)) = line.split_once('=') {
+                vars.insert(name.to_owned(), value.to_owned());
+            }
+        }
+        let plane = find(|name| vars.get(name).cloned()).unwrap_or_else(|message| {
+            let _ = shell.kill();
+            panic!(
+                "a private control plane did not start: {message}\n{}",
+                std::fs::read_to_string(log.path()).unwrap_or_default()
+            )
+        });
+        PrivatePlane {
+            plane: Box::leak(Box::new(plane)),
+            shell,
+        }
+    }
+}
+
+impl Drop for PrivatePlane {
+    fn drop(&mut self) {
+        drop(self.shell.stdin.take());
+        let _ = self.shell.wait();
+    }
+}
+
 /// Runs `kubectl` (blocking) from the repository root with `kubeconfig`, with `stdin` piped in
 /// when given; returns its output, whatever its exit status.
 pub fn run_kubectl<S: AsRef<std::ffi::OsStr>>(
@@ -118,6 +191,16 @@ pub fn run_kubectl<S: AsRef<std::ffi::OsStr>>(
     child.wait_with_output().unwrap()
 }
 
+/// The kubectl to render kustomizations with: the control plane's when there is one (its
+/// kustomize knows every built-in kind's scope), else `$KUBECTL` or `kubectl` on PATH.
+pub fn kubectl_for_kustomize() -> PathBuf {
+    if let Some(bin) = std::env::var_os("CONTROL_PLANE_BIN").filter(|p| !p.is_empty()) {
+        return PathBuf::from(bin).join("kubectl");
+    }
+    PathBuf::from(std::env::var_os("KUBECTL").unwrap_or_else(|| "kubectl".into()))
+}
+
+/// The repository root.
 pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }

@@ -63,7 +63,12 @@ pub struct Cluster {
 impl Cluster {
     /// The real control plane. Each test uses namespaces of its own.
     pub async fn start() -> Cluster {
-        let plane = control_plane();
+        Cluster::start_on(control_plane()).await
+    }
+
+    /// `plane`, a [`PrivatePlane`](crate::support::control_plane::PrivatePlane) for example,
+    /// which must already hold the operator's ServiceAccount.
+    pub async fn start_on(plane: &'static ControlPlane) -> Cluster {
         let db = fresh_db().await;
         let dir = tempfile::tempdir().unwrap();
         let operator_kubeconfig = dir.path().join("operator.kubeconfig");
