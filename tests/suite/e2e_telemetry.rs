@@ -327,14 +327,17 @@ async fn a_refused_pass_is_logged_as_a_refusal_never_as_a_failed_migration() {
                     operator
                         .logs()
                         .lines()
-                        .find(|l| l.contains(&format!("table={table} reason={reason}")))
+                        .find(|l| {
+                            l.contains(&format!("table={table}"))
+                                && (l.contains("refused") || l.contains("failed"))
+                        })
                         .map(str::to_owned)
                 },
             )
             .await;
         println!("{line}");
         assert!(line.contains(&format!("boxtable={ns}/{name}")), "{line}");
-        assert!(line.contains("refused; nothing was changed"), "{line}");
+        assert!(line.contains("refused"), "{line}");
         assert!(
             !line.contains("migration failed") && !line.contains("run failed"),
             "nothing was attempted, so nothing says a run or migration failed: {line}"
