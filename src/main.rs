@@ -1,5 +1,7 @@
 //! The `boxtable-operator` binary: parses the command line, runs the command on its runtime and
-//! exits with its code. The commands live in [`cli`].
+//! exits with its code. The commands live in [`cli`]; they print only through [`cli::output`].
+
+#![deny(clippy::print_stdout, clippy::print_stderr)]
 
 use std::process::ExitCode;
 
@@ -58,7 +60,7 @@ fn block_on(
     match builder.enable_all().build() {
         Ok(runtime) => runtime.block_on(work),
         Err(error) => {
-            eprintln!("boxtable-operator: cannot start the async runtime: {error}");
+            cli::output::note!("boxtable-operator: cannot start the async runtime: {error}");
             ExitCode::FAILURE
         }
     }

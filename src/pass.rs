@@ -16,9 +16,10 @@ use crate::status::{LockObservation, Observed};
 /// Whether [`migrate()`] compares the table with the shape of its version after the run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DriftCheck {
-    /// Read the table's shape and report drift in [`Outcome::drift`] (the controller).
+    /// Read the table's shape and report drift in [`Outcome::drift`] (the controller and the
+    /// `migrate` command, so that both write the same `Drifted` condition).
     After,
-    /// Leave [`Outcome::drift`] as the run left it (the `migrate` command).
+    /// Leave [`Outcome::drift`] as the run left it (a caller that wants only the run).
     Skip,
 }
 

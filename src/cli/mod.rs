@@ -1,10 +1,12 @@
 //! The commands of the `boxtable-operator` binary: the command line ([`args`]) and each
-//! command's body; what they share (logging, cancelling on a signal) is here.
+//! command's body; what they share (logging, cancelling on a signal) is here, and all printing is
+//! in [`output`].
 
 pub mod args;
 pub mod crd;
 pub mod key;
 pub mod migrate;
+pub mod output;
 pub mod run;
 
 use boxtable_operator::report;
@@ -12,6 +14,7 @@ use boxtable_operator::telemetry::{self, LogFormat};
 use tokio_util::sync::CancellationToken;
 
 use args::LogFormatArg;
+use output::note;
 
 /// Starts logging in `format`; on failure prints why and returns false.
 pub fn init_logging(format: LogFormatArg) -> bool {
@@ -28,7 +31,7 @@ pub fn init_logging_with(format: LogFormatArg, spans: Option<&telemetry::SpanExp
     match telemetry::init_logging_with(format, spans) {
         Ok(()) => true,
         Err(error) => {
-            eprintln!("boxtable-operator: {}", report::chain(&error));
+            note!("boxtable-operator: {}", report::chain(&error));
             false
         }
     }

@@ -9,6 +9,7 @@ use boxtable_operator::telemetry::{self, Metrics, Readiness, TelemetryServer};
 use tokio_util::sync::CancellationToken;
 
 use super::args::RunArgs;
+use super::output::note;
 use super::{cancel_on_signal, init_logging_with};
 
 /// The `run` command (the default): the controller, with metrics and health served, until a
@@ -22,7 +23,7 @@ pub async fn execute(args: RunArgs) -> ExitCode {
         None => None,
         Some(Ok(spans)) => Some(spans),
         Some(Err(error)) => {
-            eprintln!("boxtable-operator: {}", report::chain(&error));
+            note!("boxtable-operator: {}", report::chain(&error));
             return ExitCode::FAILURE;
         }
     };

@@ -16,6 +16,7 @@ use super::context::{
 };
 use super::events::{self, Transition};
 use super::schedule::Trigger;
+use super::wording::Stopped;
 use super::write::Pass;
 use crate::crd::{BoxTable, CONFIRM_DROP_ANNOTATION, DeletionPolicy, LockState};
 use crate::migrate::ownership::Origin;
@@ -50,7 +51,7 @@ pub(super) async fn cleanup(
         .and_then(|secs| Duration::try_from_secs_f64(secs).ok());
     let Ok(plan) = crate::plan::teardown_plan(&bt.spec, fallback_wait) else {
         // The table name never resolved (it is immutable), so no run ever touched a table.
-        tracing::info!(boxtable = %bt.name_any(), "spec names no valid table; nothing to drop");
+        tracing::info!("spec names no valid table; nothing to drop");
         return Ok(Cleanup::Release);
     };
     tracing::Span::current().record("table", plan.table().to_string());
@@ -162,8 +163,9 @@ pub(super) async fn cleanup(
         Err(error) if error.reason() == Reason::Cancelled => {
             ctx.metrics
                 .record_lock(LockOutcome::Cancelled, Duration::ZERO);
-            tracing::info!(table = %table, "drop cancelled by shutdown; rolled back and unlocked; the finalizer stays for the next replica");
-            pass.interrupted(&plan, "the drop").await;
+            let stopped = Stopped::of(&error);
+            tracing::info!(table = %table, "{}; the finalizer stays for the next replica", stopped.log_line("the drop"));
+            pass.interrupted(&plan, "the drop", &stopped).await;
             Ok(Cleanup::Keep(Action::await_change()))
         }
         Err(error) => {

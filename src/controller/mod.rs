@@ -18,6 +18,7 @@ pub mod schedule;
 mod secret_guard;
 mod secret_orphans;
 pub mod secrets;
+mod wording;
 mod write;
 
 use std::sync::Arc;
@@ -282,14 +283,7 @@ pub async fn run(
             .with_config(controller::Config::default().concurrency(settings.concurrency))
             .graceful_shutdown_on(async move { graceful.cancelled().await })
             .run(reconcile::reconcile, reconcile::error_policy, ctx)
-            .for_each(|result| async move {
-                match result {
-                    Ok((object, _)) => tracing::debug!(object = %object, "reconciled"),
-                    Err(error) => {
-                        tracing::warn!(error = %crate::report::chain(&error), "reconcile failed")
-                    }
-                }
-            });
+            .for_each(|result| async move { wording::log_result(result) });
         controllers.push(async move {
             futures::pin_mut!(run, unsynced_stop);
             futures::future::select(run, unsynced_stop).await;

@@ -24,6 +24,7 @@ use super::events;
 use super::finalizer;
 use super::schedule::Trigger;
 use super::secrets::{DatabaseSecret, SecretError};
+use super::wording::{Stopped, boxtable_field, not_done};
 use super::write::Pass;
 use crate::converge::{self, Target};
 use crate::crd::BoxTable;
@@ -52,22 +53,23 @@ pub async fn reconcile(bt: Arc<BoxTable>, ctx: Arc<Context>) -> Result<Action, R
         // A trigger queued before the finalizer went; the cache has not seen the object go yet.
         return Ok(Action::await_change());
     }
+    let boxtable = boxtable_field(&bt);
     let trigger = Trigger::of(&bt);
     if let Some(wait) = ctx.schedule.not_due(&uid, &trigger) {
-        tracing::debug!(due_in = ?wait, "not due: no spec, deletion, consent, request or secret change since the last pass");
+        tracing::debug!(boxtable = %boxtable, due_in = ?wait, "not due: no spec, deletion, consent, request or secret change since the last pass");
         return Ok(Action::requeue(wait));
     }
     if ctx.schedule.newly_requested(&uid, &trigger) {
-        tracing::info!(boxtable = %format!("{namespace}/{}", bt.name_any()), "reconcile requested by annotation; retrying now with the backoff reset");
+        tracing::info!(boxtable = %boxtable, "reconcile requested by annotation; retrying now with the backoff reset");
         ctx.backoff.on_success(&uid);
     }
     // One trace per pass (not a child of whatever polled the controller), with the pass's
-    // steps as child spans: the Secret read, the lock wait, the migration or the drop.
+    // steps as child spans: the Secret read, the lock wait, the migration or the drop. Every
+    // line logged in it carries `boxtable`.
     let span = tracing::info_span!(
         parent: None,
         "reconcile",
-        namespace = %namespace,
-        name = %bt.name_any(),
+        boxtable = %boxtable,
         table = tracing::field::Empty,
         outcome = tracing::field::Empty,
     );
@@ -137,7 +139,7 @@ async fn pass(
 pub fn error_policy(bt: Arc<BoxTable>, error: &ReconcileError, ctx: Arc<Context>) -> Action {
     let delay = ctx.backoff.on_failure(&bt.uid().unwrap_or_default());
     tracing::warn!(
-        boxtable = %format!("{}/{}", bt.namespace().unwrap_or_default(), bt.name_any()),
+        boxtable = %boxtable_field(&bt),
         error = %chain(error),
         retry_in = ?delay,
         "reconcile failed"
@@ -348,8 +350,9 @@ async fn migrate(
                 Reason::Cancelled => {
                     ctx.metrics
                         .record_lock(LockOutcome::Cancelled, Duration::ZERO);
-                    tracing::info!(table = %plan.table(), "run cancelled by shutdown; rolled back and unlocked");
-                    pass.interrupted(plan, "the migration").await;
+                    let stopped = Stopped::of(&error);
+                    tracing::info!(table = %plan.table(), "{}", stopped.log_line("the migration"));
+                    pass.interrupted(plan, "the migration", &stopped).await;
                     return Ok(Action::await_change());
                 }
                 Reason::LockTimeout => ctx
@@ -358,7 +361,8 @@ async fn migrate(
                 Reason::LockLost => ctx.metrics.record_lock(LockOutcome::Lost, Duration::ZERO),
                 _ => {}
             }
-            tracing::warn!(table = %plan.table(), reason = %error.reason(), error = %chain(&error), "run failed");
+            let reason = error.reason();
+            tracing::warn!(table = %plan.table(), reason = %reason, error = %error.message(), "{}", not_done(reason));
             crate::pass::failure(&error)
         }
     };

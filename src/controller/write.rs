@@ -11,6 +11,7 @@ use kube::runtime::controller::Action;
 
 use super::context::{Context, ReconcileError};
 use super::events;
+use super::wording::Stopped;
 use crate::crd::{BoxTable, BoxTableStatus, FIELD_MANAGER, RECONCILE_REQUESTED_ANNOTATION};
 use crate::lock::Holder;
 use crate::migrate::Plan;
@@ -233,18 +234,16 @@ impl<'a> Pass<'a> {
     }
 
     /// After a shutdown cut a lock wait or a run short: writes that nothing happens any more (the
-    /// lock as it stood before this pass, so no `Waiting` and no holder), so the status never
-    /// claims a wait that has ended. Failures are logged: the process is stopping.
-    pub(super) async fn interrupted(&mut self, plan: &Plan, what: &str) {
+    /// lock as it stood before this pass, so no `Waiting` and no holder), and how far `what` (`the
+    /// migration`, `the drop`) had got, so the status never claims a wait that has ended, nor a
+    /// rollback after a wait. Failures are logged: the process is stopping.
+    pub(super) async fn interrupted(&mut self, plan: &Plan, what: &str, stopped: &Stopped) {
         if let Some(written) = &mut self.written {
             written.lock = self.bt.status.as_ref().and_then(|s| s.lock.clone());
         }
         let observed = Observed::Failed {
             reason: Reason::Cancelled,
-            message: format!(
-                "{what} of {} was interrupted by an operator shutdown and rolled back; the next operator replica runs it again",
-                plan.table()
-            ),
+            message: stopped.status_message(&format!("{what} of {}", plan.table())),
             lock: None,
         };
         if let Err(error) = self.publish(Some(plan), &observed).await {

@@ -281,3 +281,57 @@ async fn many_tables_share_at_most_concurrency_sessions() {
         "six tables were migrated by {sessions} sessions"
     );
 }
+
+#[tokio::test]
+async fn a_run_prints_the_drifted_condition_the_controller_writes_and_the_plan_reports_the_same_drift()
+ {
+    let db = support::fresh_db().await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(dir.path(), "outbox.yaml", OUTBOX);
+    let out = migrate(&["-f", &file], Some(&db.url)).output().unwrap();
+    assert!(out.status.success(), "{:?}", text(&out));
+    // An extra NOT NULL column without a default: every insert Brighter makes fails.
+    db.connect()
+        .await
+        .batch_execute("ALTER TABLE public.outbox ADD COLUMN shard int NOT NULL")
+        .await
+        .unwrap();
+
+    let out = migrate(&["-f", &file], Some(&db.url)).output().unwrap();
+    let (stdout, stderr) = text(&out);
+    assert!(
+        out.status.success(),
+        "drift is reported, it does not fail the run: {stdout}\n{stderr}"
+    );
+    let doc = &statuses(&stdout)[0];
+    assert_eq!(
+        ready_reason(doc),
+        ("True".to_owned(), "UpToDate".to_owned())
+    );
+    let drifted = doc["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Drifted")
+        .unwrap_or_else(|| panic!("no Drifted condition in the status: {stdout}"));
+    assert_eq!(drifted["status"], "True", "{drifted}");
+    assert_eq!(drifted["reason"], "Drifted", "{drifted}");
+    let message = drifted["message"].as_str().unwrap();
+    assert!(message.contains("shard"), "{message}");
+    assert!(
+        stderr.contains(&format!("shop/orders: DRIFT: {message}")),
+        "the summary says so too: {stderr}"
+    );
+
+    let plan = Command::new(env!("CARGO_BIN_EXE_boxtable-operator"))
+        .args(["plan", "-f", &file, "--database-url", &db.url, "-o", "json"])
+        .env_remove("DATABASE_URL")
+        .output()
+        .unwrap();
+    let plan: Vec<serde_json::Value> = serde_json::from_slice(&plan.stdout).unwrap();
+    assert_eq!(plan[0]["plan"]["drift"]["drifted"], true);
+    assert_eq!(
+        plan[0]["plan"]["drift"]["message"], message,
+        "the plan and the run report the same drift"
+    );
+}

@@ -504,6 +504,32 @@ fn the_deployment_passes_pod_name_and_namespace_from_the_downward_api() {
 }
 
 #[test]
+fn the_deployment_sets_rust_log_to_the_binarys_default_filter_as_the_docs_say() {
+    let default = boxtable_operator::telemetry::DEFAULT_LOG_FILTER;
+    let container = operator_container(&only(&deploy()));
+    let env = container.env.expect("env");
+    let rust_log = env
+        .iter()
+        .find(|var| var.name == "RUST_LOG")
+        .and_then(|var| var.value.as_deref());
+    assert_eq!(rust_log, Some(default));
+    // The chart's default and dist/install.yaml render this Deployment (helm_chart and
+    // install_bundle compare them); the documentation names the same value.
+    for (doc, says) in [
+        ("README.md", format!("(default `{default}`)")),
+        ("README.md", format!("| `json`, `{default}` |")),
+        ("deploy/README.md", format!("`{default}`")),
+        (
+            "charts/boxtable-operator/README.md",
+            format!("| `{default}` |"),
+        ),
+    ] {
+        let text = std::fs::read_to_string(root().join(doc)).unwrap();
+        assert!(text.contains(&says), "{doc} does not say {says}");
+    }
+}
+
+#[test]
 fn the_deployment_runs_two_leader_elected_replicas_that_roll_one_at_a_time() {
     let deployment: Deployment = only(&deploy());
     let spec = deployment.spec.as_ref().expect("deployment spec");

@@ -2,7 +2,8 @@
 //! a leader hands the Lease back before the process exits (the proxy holds the hand-back's read of
 //! the Lease for a while: the process has to wait for it), so a standby takes over at its next try
 //! instead of after a whole lease duration; and an operator whose BoxTable cache has not synced
-//! yet (the proxy holds its first list) still exits at once.
+//! yet (the proxy holds its first list) still exits at once; and a pass stopped while it waited
+//! for the advisory lock says so, not that it rolled anything back.
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -15,7 +16,8 @@ use kube::api::DeleteParams;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
 use crate::support::control_plane::OPERATOR_NAMESPACE;
-use crate::support::e2e::{Cluster, Rule, operator_binary};
+use crate::support::e2e::{Cluster, Rule, connect, operator_binary};
+use crate::support::reliability::hold_brighter_lock;
 
 /// How long any wait on a condition may take: generous, for busy machines.
 const WAIT: Duration = Duration::from_secs(60);
@@ -182,4 +184,81 @@ async fn an_operator_sigtermed_before_its_cache_synced_exits_at_once() {
     }
 
     terminate(&mut operator, &log).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shutdown_during_a_lock_wait_says_the_pass_stopped_waiting_and_changed_nothing() {
+    let cluster = Cluster::start().await;
+    let ns = "stopped-waiting";
+    cluster.secret(ns, "db").await;
+    let holder = connect(&cluster.db.url).await;
+    hold_brighter_lock(&holder, "waited_outbox").await;
+    let mut operator = cluster.operator(ns, "stopped-waiting");
+    cluster
+        .apply(format!(
+            "apiVersion: brighter.dev/v1alpha1\nkind: BoxTable\nmetadata:\n  name: waited\n  namespace: {ns}\n\
+             spec:\n  box: Outbox\n  table: waited_outbox\n  lock:\n    timeout: 30m\n  database:\n    secretRef:\n      name: db\n"
+        ))
+        .await;
+    let ready = || async {
+        let json = cluster
+            .kubectl_ok(&["-n", ns, "get", "boxtable/waited", "-o", "json"])
+            .await;
+        let object: serde_json::Value = serde_json::from_str(&json).unwrap();
+        object["status"]["conditions"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["type"] == "Ready").cloned())
+    };
+    cluster
+        .eventually("the BoxTable waiting for the lock", WAIT, || async {
+            ready().await.filter(|c| c["reason"] == "WaitingForLock")
+        })
+        .await;
+
+    operator.signal("TERM");
+    let signalled = Instant::now();
+    let exit = loop {
+        if let Some(exit) = operator.child.try_wait().unwrap() {
+            break exit;
+        }
+        assert!(
+            signalled.elapsed() < WAIT,
+            "the operator did not exit within {WAIT:?} of SIGTERM"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(exit.success(), "exit {exit}; log:\n{}", operator.logs());
+
+    let ready = ready().await.unwrap();
+    let message = ready["message"].as_str().unwrap();
+    assert_eq!(ready["reason"], "Cancelled", "{ready}");
+    assert!(
+        message.contains(
+            "was stopped by an operator shutdown while waiting for advisory lock \
+             BrighterMigration_public.waited_outbox; nothing was changed"
+        ),
+        "{message}"
+    );
+    assert!(
+        !message.contains("rolled back"),
+        "it only waited: {message}"
+    );
+    let logs = operator.logs();
+    assert!(
+        logs.contains(
+            "the migration stopped by shutdown while waiting for advisory lock \
+             BrighterMigration_public.waited_outbox; nothing was changed"
+        ),
+        "{logs}"
+    );
+    assert!(!logs.contains("rolled back and unlocked"), "{logs}");
+    let exists: bool = holder
+        .query_one(
+            "SELECT to_regclass('public.waited_outbox') IS NOT NULL",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(!exists, "nothing was created");
 }

@@ -105,3 +105,242 @@ async fn the_binary_logs_its_metrics_port_and_each_migration_in_plain_text_and_c
         "stderr is a file, not a terminal: no colour codes"
     );
 }
+
+/// The Ready condition of `boxtable/<name>` in `ns`, as the API server has it.
+async fn ready_condition(cluster: &Cluster, ns: &str, name: &str) -> Option<serde_json::Value> {
+    let object = format!("boxtable/{name}");
+    let json = cluster
+        .kubectl_ok(&["-n", ns, "get", &object, "-o", "json"])
+        .await;
+    let object: serde_json::Value = serde_json::from_str(&json).unwrap();
+    object["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "Ready")
+        .cloned()
+}
+
+/// Creates a Drop BoxTable `name` for `table` in `ns`, waits until it is Ready, deletes it and
+/// waits until it is gone (dropped, its finalizer removed).
+async fn create_and_delete(cluster: &Cluster, ns: &str, name: &str, table: &str) {
+    cluster.apply(boxtable(ns, name, table)).await;
+    cluster.wait_ready(ns, name).await;
+    let object = format!("boxtable/{name}");
+    cluster
+        .kubectl_ok(&["-n", ns, "delete", &object, "--timeout=120s"])
+        .await;
+}
+
+/// Whether a JSON log line carries `boxtable` = `expected`: as a field of its own, or in its span
+/// or one of the spans it was written in.
+fn json_line_names(line: &serde_json::Value, expected: &str) -> bool {
+    line["fields"]["boxtable"] == expected
+        || line["span"]["boxtable"] == expected
+        || line["spans"]
+            .as_array()
+            .is_some_and(|spans| spans.iter().any(|s| s["boxtable"] == expected))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_line_about_a_boxtable_names_its_namespace_and_name_in_text_and_in_json() {
+    let cluster = Cluster::start().await;
+    let (text_ns, json_ns) = ("log-fields-text", "log-fields-json");
+    cluster.secret(text_ns, "db").await;
+    cluster.secret(json_ns, "db").await;
+    let text = cluster.operator(text_ns, "log-fields-text");
+    let json = cluster.operator_with(json_ns, "log-fields-json", &["--log-format", "json"]);
+
+    // A whole life: created, migrated, dropped, gone. "ledger" appears in a line only when the
+    // line is about this BoxTable (its name, its table, its session's application name).
+    tokio::join!(
+        create_and_delete(&cluster, text_ns, "ledger", "ledger_text_outbox"),
+        create_and_delete(&cluster, json_ns, "ledger", "ledger_json_outbox"),
+    );
+
+    let logs = text.logs();
+    let about: Vec<&str> = logs.lines().filter(|l| l.contains("ledger")).collect();
+    assert!(
+        about
+            .iter()
+            .any(|l| l.contains(" INFO ") && l.contains("migrated")),
+        "the migration is logged:\n{logs}"
+    );
+    for line in &about {
+        if line.contains("migrated") {
+            println!("{line}");
+        }
+        assert!(
+            line.contains(&format!("boxtable={text_ns}/ledger")),
+            "a text line about the BoxTable without boxtable={text_ns}/ledger: {line}"
+        );
+    }
+
+    let logs = json.logs();
+    let expected = format!("{json_ns}/ledger");
+    let mut migrated = 0;
+    for raw in logs.lines().filter(|l| l.contains("ledger")) {
+        let line: serde_json::Value = serde_json::from_str(raw)
+            .unwrap_or_else(|e| panic!("not one JSON object per line ({e}): {raw}"));
+        assert!(
+            json_line_names(&line, &expected),
+            "a JSON line about the BoxTable without boxtable {expected}: {raw}"
+        );
+        if line["fields"]["message"] == "migrated" {
+            println!("{raw}");
+            migrated += 1;
+        }
+    }
+    assert_eq!(migrated, 1, "the migration is logged once:\n{logs}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_drop_boxtable_logs_no_warning() {
+    let cluster = Cluster::start().await;
+    let ns = "quiet-deletion";
+    cluster.secret(ns, "db").await;
+    let operator = cluster.operator(ns, "quiet-deletion");
+
+    create_and_delete(&cluster, ns, "orders", "quiet_outbox").await;
+    // The deletion's last watch event may queue one more pass, for an object that is gone by
+    // then; it is answered at once, before a pass over a BoxTable created afterwards (whose
+    // events come later on the same watch) can finish.
+    cluster.apply(boxtable(ns, "later", "later_outbox")).await;
+    cluster.wait_ready(ns, "later").await;
+    cluster
+        .eventually("the later BoxTable's pass to end", WAIT, || async {
+            operator
+                .logs()
+                .lines()
+                .find(|l| l.contains(" reconciled ") && l.contains("later"))
+                .map(str::to_owned)
+        })
+        .await;
+    let logs = operator.logs();
+    let warnings: Vec<&str> = logs
+        .lines()
+        .filter(|l| l.contains(" WARN ") || l.contains(" ERROR "))
+        .collect();
+    assert!(
+        warnings.is_empty(),
+        "a normal deletion logs no warning:\n{}",
+        warnings.join("\n")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shipped_environment_migrates_without_notice_lines() {
+    // RUST_LOG and the log format exactly as deploy/deployment.yaml sets them (the chart's
+    // defaults and dist/install.yaml render the same Deployment; their tests compare them).
+    let deployment: serde_json::Value = serde_saphyr::from_str(
+        &std::fs::read_to_string(crate::support::e2e::root().join("deploy/deployment.yaml"))
+            .unwrap(),
+    )
+    .unwrap();
+    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    let log_filter = container["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "RUST_LOG")
+        .and_then(|e| e["value"].as_str())
+        .expect("the Deployment sets RUST_LOG")
+        .to_owned();
+    let log_format: Vec<&str> = container["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|a| a.as_str())
+        .filter(|a| a.starts_with("--log-format"))
+        .collect();
+    assert_eq!(log_format, ["--log-format=json"]);
+
+    let cluster = Cluster::start().await;
+    let ns = "shipped-logs";
+    cluster.secret(ns, "db").await;
+    let operator = cluster.operator_with_log_filter(ns, "shipped-logs", &log_format, &log_filter);
+    // The second table's migration finds the history table there already.
+    cluster.apply(boxtable(ns, "first", "first_outbox")).await;
+    cluster.wait_ready(ns, "first").await;
+    cluster.apply(boxtable(ns, "second", "second_outbox")).await;
+    cluster.wait_ready(ns, "second").await;
+    let migrated = cluster
+        .eventually("both migrations' info lines", WAIT, || async {
+            let logs = operator.logs();
+            let migrated = logs
+                .lines()
+                .filter(|l| l.contains(r#""message":"migrated""#))
+                .count();
+            (migrated == 2).then_some(logs)
+        })
+        .await;
+    assert!(
+        !migrated.contains("NOTICE"),
+        "RUST_LOG={log_filter} logs the driver's notices:\n{migrated}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_pass_is_logged_as_a_refusal_never_as_a_failed_migration() {
+    let cluster = Cluster::start().await;
+    let ns = "refusals";
+    cluster.secret(ns, "db").await;
+    // The same database through another host name: the cache cannot tell it is the same table,
+    // so only the ownership record in the database refuses the second BoxTable.
+    let alias = cluster.db.url.replacen("@127.0.0.1:", "@localhost:", 1);
+    assert_ne!(
+        alias, cluster.db.url,
+        "the test database is reached as 127.0.0.1"
+    );
+    cluster
+        .apply(format!(
+            "apiVersion: v1\nkind: Secret\nmetadata:\n  name: alias\n  namespace: {ns}\nstringData:\n  connectionString: {alias:?}\n"
+        ))
+        .await;
+    let operator = cluster.operator(ns, "refusals");
+    cluster.apply(boxtable(ns, "owner", "shared_outbox")).await;
+    cluster.wait_ready(ns, "owner").await;
+    cluster
+        .apply(boxtable(ns, "second", "shared_outbox").replace("name: db", "name: alias"))
+        .await;
+    cluster
+        .apply(
+            boxtable(ns, "billing", "outbox")
+                .replace("table: outbox", "table: outbox\n  schema: billing"),
+        )
+        .await;
+    for (name, table, reason) in [
+        ("second", "public.shared_outbox", "TableConflict"),
+        ("billing", "billing.outbox", "SchemaNotFound"),
+    ] {
+        cluster
+            .eventually(&format!("{name} stalled with {reason}"), WAIT, || async {
+                ready_condition(&cluster, ns, name)
+                    .await
+                    .filter(|c| c["reason"] == reason)
+            })
+            .await;
+        let line = cluster
+            .eventually(
+                &format!("the log line of {name}'s refusal"),
+                WAIT,
+                || async {
+                    operator
+                        .logs()
+                        .lines()
+                        .find(|l| {
+                            l.contains(&format!("table={table}"))
+                                && (l.contains("refused") || l.contains("failed"))
+                        })
+                        .map(str::to_owned)
+                },
+            )
+            .await;
+        println!("{line}");
+        assert!(line.contains(&format!("boxtable={ns}/{name}")), "{line}");
+        assert!(line.contains("refused"), "{line}");
+        assert!(
+            !line.contains("migration failed") && !line.contains("run failed"),
+            "nothing was attempted, so nothing says a run or migration failed: {line}"
+        );
+    }
+}

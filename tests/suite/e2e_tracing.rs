@@ -136,7 +136,7 @@ async fn each_pass_is_one_trace_with_the_secret_read_the_lock_wait_and_the_migra
                 let received = received.lock().unwrap();
                 let pass = received.spans.iter().find(|s| {
                     s.name == "reconcile"
-                        && attribute(s, "name").as_deref() == Some("orders")
+                        && attribute(s, "boxtable") == Some(format!("{ns}/orders"))
                         && received
                             .spans
                             .iter()
@@ -160,8 +160,7 @@ async fn each_pass_is_one_trace_with_the_secret_read_the_lock_wait_and_the_migra
         pass.parent_span_id.is_empty(),
         "each pass is the root of its own trace"
     );
-    assert_eq!(attribute(&pass, "namespace").as_deref(), Some(ns));
-    assert_eq!(attribute(&pass, "name").as_deref(), Some("orders"));
+    assert_eq!(attribute(&pass, "boxtable"), Some(format!("{ns}/orders")));
     assert_eq!(
         attribute(&pass, "table").as_deref(),
         Some("public.orders_outbox")
@@ -200,7 +199,7 @@ async fn each_pass_is_one_trace_with_the_secret_read_the_lock_wait_and_the_migra
                 .iter()
                 .find(|s| {
                     s.name == "reconcile"
-                        && attribute(s, "name").as_deref() == Some("refused")
+                        && attribute(s, "boxtable") == Some(format!("{ns}/refused"))
                         && attribute(s, "outcome").is_some()
                 })
                 .cloned()

@@ -14,6 +14,7 @@ mod argocd_health;
 mod cli_key;
 mod cli_migrate;
 mod cli_migrate_strict;
+mod cli_output;
 mod cli_plan;
 mod controller;
 mod controller_cache;

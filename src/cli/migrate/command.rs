@@ -7,6 +7,7 @@ use boxtable_operator::{manifests, report};
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::args::{MigrateArgs, OutputArg};
+use crate::cli::output::{self, note};
 use crate::cli::{cancel_on_signal, init_logging};
 
 /// The environment variable `--database-url-from-env` reads.
@@ -22,18 +23,16 @@ pub async fn execute(args: MigrateArgs) -> ExitCode {
     let env_url = std::env::var(DATABASE_URL_ENV).ok();
     let database_url = if args.database_url_from_env {
         let Some(url) = env_url else {
-            eprintln!(
-                "{NAME}: --database-url-from-env was given but {DATABASE_URL_ENV} is not set"
-            );
+            note!("{NAME}: --database-url-from-env was given but {DATABASE_URL_ENV} is not set");
             return ExitCode::FAILURE;
         };
-        eprintln!(
+        note!(
             "{NAME}: every table uses the database in {DATABASE_URL_ENV} (--database-url-from-env)"
         );
         Some(url)
     } else {
         if env_url.is_some() {
-            eprintln!(
+            note!(
                 "{NAME}: {DATABASE_URL_ENV} is set in the environment and ignored; pass --database-url-from-env to use it"
             );
         }
@@ -42,11 +41,11 @@ pub async fn execute(args: MigrateArgs) -> ExitCode {
                 Ok(bytes) => match String::from_utf8(bytes) {
                     Ok(text) if !text.trim().is_empty() => Some(text.trim_end().to_owned()),
                     Ok(_) => {
-                        eprintln!("{NAME}: --database-url-file {} is empty", path.display());
+                        note!("{NAME}: --database-url-file {} is empty", path.display());
                         return ExitCode::FAILURE;
                     }
                     Err(_) => {
-                        eprintln!(
+                        note!(
                             "{NAME}: --database-url-file {} is not UTF-8 text",
                             path.display()
                         );
@@ -54,7 +53,7 @@ pub async fn execute(args: MigrateArgs) -> ExitCode {
                     }
                 },
                 Err(error) => {
-                    eprintln!(
+                    note!(
                         "{NAME}: reading --database-url-file {} failed: {error}",
                         path.display()
                     );
@@ -67,25 +66,25 @@ pub async fn execute(args: MigrateArgs) -> ExitCode {
     let found = match manifests::read(&args.files) {
         Ok(found) => found,
         Err(error) => {
-            eprintln!("{NAME}: {}", report::chain(&error));
+            note!("{NAME}: {}", report::chain(&error));
             return ExitCode::FAILURE;
         }
     };
     for skipped in &found.skipped {
-        eprintln!("{NAME}: skipped {skipped}");
+        note!("{NAME}: skipped {skipped}");
     }
     for problem in &found.problems {
-        eprintln!("{NAME}: error: {problem}");
+        note!("{NAME}: error: {problem}");
     }
     if found.boxtables.is_empty() && found.problems.is_empty() {
-        eprintln!("{NAME}: no BoxTable manifests in the given files");
+        note!("{NAME}: no BoxTable manifests in the given files");
         return ExitCode::FAILURE;
     }
     let ca_pem = match &args.ca_file {
         Some(path) => match std::fs::read(path) {
             Ok(pem) => Some(pem),
             Err(error) => {
-                eprintln!("{NAME}: cannot read {}: {error}", path.display());
+                note!("{NAME}: cannot read {}: {error}", path.display());
                 return ExitCode::FAILURE;
             }
         },
@@ -104,29 +103,37 @@ pub async fn execute(args: MigrateArgs) -> ExitCode {
         },
     };
     let results = super::run(&found, &options, &cancel).await;
-    let printed = match args.output {
+    let rendered = match args.output {
         OutputArg::Text => {
-            if args.dry_run {
-                print!("{}", super::render::plan(&results));
-            }
-            print!("{}", super::render::summary(&results));
-            Ok(())
+            let plan = if args.dry_run {
+                super::render::plan(&results)
+            } else {
+                String::new()
+            };
+            Ok(format!("{plan}{}", super::render::summary(&results)))
         }
-        OutputArg::Yaml => results.iter().try_for_each(|result| {
-            serde_saphyr::to_string(result)
-                .map(|text| print!("---\n{text}"))
-                .map_err(|e| e.to_string())
-        }),
+        OutputArg::Yaml => results
+            .iter()
+            .map(|result| serde_saphyr::to_string(result).map(|text| format!("---\n{text}")))
+            .collect::<Result<String, _>>()
+            .map_err(|e| e.to_string()),
         OutputArg::Json => serde_json::to_string_pretty(&results)
-            .map(|text| println!("{text}"))
+            .map(|text| format!("{text}\n"))
             .map_err(|e| e.to_string()),
     };
+    let printed = match rendered {
+        Ok(text) => output::stdout(&text),
+        Err(error) => {
+            note!("{NAME}: cannot print the results: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
     if args.output != OutputArg::Text {
-        eprint!("{}", super::render::summary(&results));
+        output::stderr(&super::render::summary(&results));
     }
-    if let Err(error) = printed {
-        eprintln!("{NAME}: cannot print the results: {error}");
-        return ExitCode::FAILURE;
-    }
-    ExitCode::from(super::worst(&results).exit_code())
+    output::exit_code(
+        NAME,
+        printed,
+        ExitCode::from(super::worst(&results).exit_code()),
+    )
 }

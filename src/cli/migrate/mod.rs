@@ -217,7 +217,8 @@ async fn one(
                     cancel,
                     |_| (),
                     || async { Ok(()) },
-                    DriftCheck::Skip,
+                    // As the controller: the status printed carries the same Drifted condition.
+                    DriftCheck::After,
                 )
                 .await
                 {

@@ -6,7 +6,8 @@ use std::fmt::Write as _;
 use super::TableResult;
 
 /// The summary: one row per BoxTable document with its table, database, result and reason,
-/// then the message of every row that is not Ready.
+/// then the message of every row that is not Ready, and the drift a run found (its status's
+/// `Drifted` condition).
 pub fn summary(results: &[TableResult]) -> String {
     let header = ["BOXTABLE", "TABLE", "DATABASE", "RESULT", "REASON"];
     let rows: Vec<[String; 5]> = results
@@ -49,6 +50,9 @@ pub fn summary(results: &[TableResult]) -> String {
     for r in results {
         if r.result != super::Verdict::Ready && !r.message.is_empty() {
             let _ = writeln!(out, "{}: {}", r.display_name(), r.message);
+        }
+        if let Some(drift) = r.drift() {
+            let _ = writeln!(out, "{}: DRIFT: {drift}", r.display_name());
         }
     }
     out

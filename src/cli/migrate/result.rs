@@ -225,6 +225,16 @@ impl TableResult {
         }
     }
 
+    /// The message of the `Drifted` condition a run's status carries, when it is True.
+    pub fn drift(&self) -> Option<&str> {
+        self.status
+            .as_ref()?
+            .conditions
+            .iter()
+            .find(|c| c.type_ == status::DRIFTED && c.status == "True")
+            .map(|c| c.message.as_str())
+    }
+
     /// `namespace/name`, or `name`, or the document's place when it has no name.
     pub fn display_name(&self) -> String {
         match (&self.namespace, self.name.is_empty()) {

@@ -184,6 +184,18 @@ impl Cluster {
 
     /// Starts an operator process watching `ns`, with `extra` arguments after the usual ones.
     pub fn operator_with(&self, ns: &str, name: &str, extra: &[&str]) -> Operator {
+        self.operator_with_log_filter(ns, name, extra, "info,boxtable_operator=debug")
+    }
+
+    /// Starts an operator process watching `ns`, with `extra` arguments after the usual ones and
+    /// `RUST_LOG` set to `log_filter`.
+    pub fn operator_with_log_filter(
+        &self,
+        ns: &str,
+        name: &str,
+        extra: &[&str],
+        log_filter: &str,
+    ) -> Operator {
         let log = self.dir.path().join(format!("{name}.log"));
         let file = std::fs::File::create(&log).unwrap();
         let child = Command::new(operator_binary())
@@ -204,7 +216,7 @@ impl Cluster {
             ])
             .args(extra)
             .env("KUBECONFIG", &self.operator_kubeconfig)
-            .env("RUST_LOG", "info,boxtable_operator=debug")
+            .env("RUST_LOG", log_filter)
             .stdout(Stdio::null())
             .stderr(file)
             .spawn()
