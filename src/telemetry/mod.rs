@@ -54,6 +54,14 @@ pub enum TelemetryError {
     /// Too many callers' reviews were in flight to start another.
     #[error("too many metrics callers are being reviewed")]
     ReviewsBusy,
+    /// An `--otlp-endpoint` that is not an `http://` URL: this build sends spans without TLS.
+    #[error(
+        "the OTLP endpoint must be an http:// URL (found {found}): this build exports spans over plain HTTP only, without TLS; send them to a collector reachable over http://, such as an agent on the same node"
+    )]
+    OtlpScheme {
+        /// The scheme given, or `no scheme`.
+        found: String,
+    },
     /// The OTLP span exporter could not be built, or its last export failed.
     #[error("exporting spans over OTLP failed")]
     Otlp(#[source] Box<dyn std::error::Error + Send + Sync>),
