@@ -60,18 +60,15 @@ pub const LIMITS: Limits = Limits {
 
 /// Accepts connections on `listener` until `shutdown` is cancelled, serving each with `app`
 /// (in TLS through `tls` when given); then lets every open connection finish the request it is
-/// in and returns.
-///
-/// # Errors
-/// The listener's error when accepting fails for a reason other than the peer (out of file
-/// descriptors, for example, after a pause to let connections close).
+/// in and returns. An accept that fails (out of file descriptors, for example) is logged and
+/// retried after a pause.
 pub async fn serve(
     listener: TcpListener,
     tls: Option<TlsAcceptor>,
     app: Router,
     limits: Limits,
     shutdown: CancellationToken,
-) -> io::Result<()> {
+) {
     let slots = Arc::new(Slots::new(limits.max_connections));
     let tasks = TaskTracker::new();
     loop {
@@ -102,7 +99,6 @@ pub async fn serve(
     drop(listener);
     tasks.close();
     tasks.wait().await;
-    Ok(())
 }
 
 /// Errors of one connection that `accept` reports (the peer gave up before it was accepted).

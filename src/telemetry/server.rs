@@ -125,7 +125,8 @@ impl TelemetryServer {
     /// Serves until `shutdown` is cancelled, then finishes in-flight requests and returns.
     ///
     /// # Errors
-    /// [`TelemetryError::Serve`] when the listener fails.
+    /// None once bound: a failed accept is logged and retried (the `Result` leaves room for
+    /// errors a future listener may report).
     pub async fn serve(
         self,
         metrics: Arc<Metrics>,
@@ -142,9 +143,8 @@ impl TelemetryServer {
                 access: self.secured.as_ref().map(|s| s.access.clone()),
             });
         let tls = self.secured.map(|s| s.tls);
-        connections::serve(self.listener, tls, app, super::LIMITS, shutdown)
-            .await
-            .map_err(TelemetryError::Serve)
+        connections::serve(self.listener, tls, app, super::LIMITS, shutdown).await;
+        Ok(())
     }
 }
 
