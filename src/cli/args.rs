@@ -49,6 +49,13 @@ pub struct RunArgs {
     /// Address of /metrics, /healthz and /readyz.
     #[arg(long, default_value = "0.0.0.0:8080")]
     pub metrics_addr: SocketAddr,
+    /// Serve over HTTPS (a self-signed certificate made at start) and answer /metrics only to
+    /// callers whose bearer token a TokenReview accepts and whose user a SubjectAccessReview
+    /// allows `get` on the non-resource URL /metrics (401 without a valid token, 403 when not
+    /// allowed); /healthz and /readyz stay open. Needs `create` on tokenreviews and
+    /// subjectaccessreviews.
+    #[arg(long)]
+    pub metrics_secure: bool,
     /// Drift-check interval for Ready tables, and retry interval for stalled ones (e.g. 5m).
     #[arg(long, default_value = "5m", value_parser = parse_interval)]
     pub resync_interval: Duration,

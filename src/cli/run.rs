@@ -59,15 +59,6 @@ async fn run_controller(args: RunArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match server.local_addr() {
-        Ok(addr) => {
-            tracing::info!(address = %addr, "serving /metrics, /healthz and /readyz on http://{addr}")
-        }
-        Err(error) => {
-            tracing::warn!(error = %report::chain(&error), "the metrics address is unknown")
-        }
-    }
-    let serving = tokio::spawn(server.serve(metrics.clone(), readiness.clone(), shutdown.clone()));
     let client = match kube::Client::try_default().await {
         Ok(client) => client,
         Err(error) => {
@@ -75,6 +66,20 @@ async fn run_controller(args: RunArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let server = match secure_metrics(server, &client, args.metrics_secure) {
+        Some(server) => server,
+        None => return ExitCode::FAILURE,
+    };
+    match server.local_addr() {
+        Ok(addr) => {
+            let scheme = server.scheme();
+            tracing::info!(address = %addr, secure = args.metrics_secure, "serving /metrics, /healthz and /readyz on {scheme}://{addr}")
+        }
+        Err(error) => {
+            tracing::warn!(error = %report::chain(&error), "the metrics address is unknown")
+        }
+    }
+    let serving = tokio::spawn(server.serve(metrics.clone(), readiness.clone(), shutdown.clone()));
     let instance = args
         .instance
         .clone()
@@ -116,6 +121,25 @@ async fn run_controller(args: RunArgs) -> ExitCode {
         Err(error) => {
             tracing::error!(error = %report::chain(&error), "controller stopped");
             ExitCode::FAILURE
+        }
+    }
+}
+
+/// With `--metrics-secure`, the server secured (HTTPS, `/metrics` for authorised callers only,
+/// checked with `client`); `None` after logging why it cannot be.
+fn secure_metrics(
+    server: TelemetryServer,
+    client: &kube::Client,
+    secure: bool,
+) -> Option<TelemetryServer> {
+    if !secure {
+        return Some(server);
+    }
+    match server.secure(client.clone()) {
+        Ok(server) => Some(server),
+        Err(error) => {
+            tracing::error!(error = %report::chain(&error), "cannot secure the metrics server");
+            None
         }
     }
 }

@@ -1,10 +1,15 @@
 //! Logging, Prometheus metrics and the health endpoints (`/metrics`, `/healthz`, `/readyz`).
 
+mod access;
+mod connections;
 mod metrics;
 mod objects;
 mod otlp;
 mod server;
+mod tls;
 
+pub use access::{MetricsAccess, Verdict};
+pub use connections::{LIMITS, Limits};
 pub use metrics::{DropResult, LockOutcome, Metrics, REVISION, ReconcileResult, VERSION};
 pub use objects::ObjectSource;
 pub use otlp::SpanExport;
@@ -34,6 +39,29 @@ pub enum TelemetryError {
     /// The metrics and health server stopped with an error.
     #[error("serving metrics and health failed")]
     Serve(#[source] std::io::Error),
+    /// The secured server's self-signed certificate or TLS settings could not be made.
+    #[error("making the metrics server's self-signed certificate failed")]
+    Certificate(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The TokenReview of a `/metrics` caller's token failed.
+    #[error("reviewing a metrics caller's token (TokenReview) failed")]
+    TokenReview(#[source] kube::Error),
+    /// The SubjectAccessReview of a `/metrics` caller failed.
+    #[error("reviewing a metrics caller's access (SubjectAccessReview) failed")]
+    AccessReview(#[source] kube::Error),
+    /// The API server did not answer a caller's reviews in time.
+    #[error("reviewing a metrics caller timed out")]
+    ReviewTimeout,
+    /// Too many callers' reviews were in flight to start another.
+    #[error("too many metrics callers are being reviewed")]
+    ReviewsBusy,
+    /// An `--otlp-endpoint` that is not an `http://` URL: this build sends spans without TLS.
+    #[error(
+        "the OTLP endpoint must be an http:// URL (found {found}): this build exports spans over plain HTTP only, without TLS; send them to a collector reachable over http://, such as an agent on the same node"
+    )]
+    OtlpScheme {
+        /// The scheme given, or `no scheme`.
+        found: String,
+    },
     /// The OTLP span exporter could not be built, or its last export failed.
     #[error("exporting spans over OTLP failed")]
     Otlp(#[source] Box<dyn std::error::Error + Send + Sync>),

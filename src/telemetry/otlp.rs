@@ -27,8 +27,11 @@ impl SpanExport {
     /// `/v1/traces` is appended), as service `boxtable-operator` at this build's version.
     ///
     /// # Errors
+    /// [`TelemetryError::OtlpScheme`] for an endpoint that is not an `http://` URL (this build has
+    /// no TLS for OTLP, so `https://` is refused rather than accepted and never sent to);
     /// [`TelemetryError::Otlp`] when the exporter cannot be built (for example an invalid URL).
     pub fn start(endpoint: &str) -> Result<Self, TelemetryError> {
+        plain_http(endpoint)?;
         let url = format!("{}{TRACES_PATH}", endpoint.trim_end_matches('/'));
         let exporter = opentelemetry_otlp::SpanExporter::builder()
             .with_http()
@@ -65,5 +68,44 @@ impl SpanExport {
         self.provider
             .shutdown()
             .map_err(|e| TelemetryError::Otlp(Box::new(e)))
+    }
+}
+
+/// Accepts only `http://` endpoints: the exporter's HTTP client is built without TLS, so it
+/// would fail every export to an `https://` collector while the operator ran as if all was well.
+fn plain_http(endpoint: &str) -> Result<(), TelemetryError> {
+    let scheme = endpoint
+        .split_once("://")
+        .map(|(scheme, _)| scheme.to_ascii_lowercase());
+    match scheme.as_deref() {
+        Some("http") => Ok(()),
+        Some(other) => Err(TelemetryError::OtlpScheme {
+            found: format!("{other}://"),
+        }),
+        None => Err(TelemetryError::OtlpScheme {
+            found: "no scheme".to_owned(),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_an_http_endpoint_is_accepted() {
+        assert!(plain_http("http://collector:4318").is_ok());
+        assert!(plain_http("HTTP://collector:4318").is_ok());
+        for (endpoint, found) in [
+            ("https://collector:4318", "https://"),
+            ("grpc://collector:4317", "grpc://"),
+            ("collector:4318", "no scheme"),
+        ] {
+            let error = plain_http(endpoint).unwrap_err();
+            assert!(
+                matches!(&error, TelemetryError::OtlpScheme { found: f } if f == found),
+                "{endpoint}: {error:?}"
+            );
+        }
     }
 }

@@ -940,8 +940,8 @@ fn the_crd_is_the_namespaced_boxtable_v1alpha1_with_short_name_bt() {
     );
 }
 
-#[test]
-fn the_servicemonitor_component_scrapes_the_metrics_service() {
+/// `deploy/` with `components` (paths from the repository root), rendered through an overlay.
+fn render_with(components: &[&str]) -> Vec<Json> {
     // kustomize accepts only relative paths, so the overlay climbs from its temporary folder.
     let overlay = tempfile::tempdir().expect("temporary overlay");
     let up = "../".repeat(overlay.path().components().count() - 1);
@@ -949,14 +949,22 @@ fn the_servicemonitor_component_scrapes_the_metrics_service() {
         let absolute = root().join(path);
         format!("{up}{}", absolute.to_string_lossy().trim_start_matches('/'))
     };
+    let components: String = components
+        .iter()
+        .map(|c| format!("  - {}\n", from_root(c)))
+        .collect();
     let kustomization = format!(
         "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n\
-         resources:\n  - {}\ncomponents:\n  - {}\n",
+         resources:\n  - {}\ncomponents:\n{components}",
         from_root("deploy"),
-        from_root("deploy/components/servicemonitor"),
     );
     fs::write(overlay.path().join("kustomization.yaml"), kustomization).expect("write overlay");
-    let objects = render(overlay.path());
+    render(overlay.path())
+}
+
+#[test]
+fn the_servicemonitor_component_scrapes_the_metrics_service() {
+    let objects = render_with(&["deploy/components/servicemonitor"]);
 
     let monitors: Vec<&Json> = objects
         .iter()
@@ -981,6 +989,151 @@ fn the_servicemonitor_component_scrapes_the_metrics_service() {
     let endpoint = &monitor["spec"]["endpoints"][0];
     assert_eq!(endpoint["port"], "metrics");
     assert_eq!(endpoint["path"], "/metrics");
+}
+
+/// What the ClusterRole of `components/secure-metrics` may grant: the reviews of `/metrics`
+/// callers that `--metrics-secure` makes.
+const METRICS_AUTH_GRANTS: &[Grant] = &[
+    // create: a TokenReview of each new caller's bearer token (who is it?)
+    Grant {
+        group: "authentication.k8s.io",
+        resource: "tokenreviews",
+        names: &[],
+        verbs: &["create"],
+    },
+    // create: a SubjectAccessReview of that user for get on the non-resource URL /metrics
+    Grant {
+        group: "authorization.k8s.io",
+        resource: "subjectaccessreviews",
+        names: &[],
+        verbs: &["create"],
+    },
+];
+
+fn is_secure(container: &Container) -> bool {
+    container
+        .args
+        .iter()
+        .flatten()
+        .any(|a| a == "--metrics-secure")
+}
+
+#[test]
+fn secure_metrics_add_the_flag_https_probes_and_exactly_the_review_grants_and_only_with_the_component()
+ {
+    let base = deploy();
+    assert!(!is_secure(&operator_container(&only(&base))));
+    assert!(
+        all::<ClusterRole>(&base).iter().all(|r| !r
+            .metadata
+            .name
+            .as_deref()
+            .unwrap_or_default()
+            .contains("metrics")),
+        "no metrics roles without the component"
+    );
+
+    let objects = render(&root().join("examples/secure-metrics"));
+    for object in &objects {
+        let found = match kind_of(object) {
+            ("apps/v1", "Deployment") => schema_differences::<Deployment>(object),
+            ("rbac.authorization.k8s.io/v1", "ClusterRole") => {
+                schema_differences::<ClusterRole>(object)
+            }
+            ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding") => {
+                schema_differences::<ClusterRoleBinding>(object)
+            }
+            _ => Vec::new(),
+        };
+        assert!(
+            found.is_empty(),
+            "{}: {found:?}",
+            object["metadata"]["name"]
+        );
+    }
+    let container = operator_container(&only(&objects));
+    assert!(is_secure(&container), "{:?}", container.args);
+    for probe in [&container.liveness_probe, &container.readiness_probe] {
+        let get = probe.as_ref().and_then(|p| p.http_get.as_ref()).unwrap();
+        assert_eq!(get.scheme.as_deref(), Some("HTTPS"), "{get:?}");
+    }
+
+    let auth = cluster_role(&objects, "boxtable-operator-metrics-auth");
+    assert_grants(
+        "ClusterRole boxtable-operator-metrics-auth",
+        auth.rules.as_deref().unwrap_or_default(),
+        METRICS_AUTH_GRANTS,
+    );
+    let binding = all::<ClusterRoleBinding>(&objects)
+        .into_iter()
+        .find(|b| b.role_ref.name == "boxtable-operator-metrics-auth")
+        .expect("a binding of the metrics-auth role");
+    let subjects: Vec<_> = binding
+        .subjects
+        .unwrap_or_default()
+        .into_iter()
+        .map(|s| (s.kind, s.name, s.namespace))
+        .collect();
+    assert_eq!(
+        subjects,
+        [(
+            "ServiceAccount".to_owned(),
+            OPERATOR.to_owned(),
+            Some(NAMESPACE.to_owned())
+        )]
+    );
+    // The operator's own ClusterRole is unchanged.
+    assert_grants(
+        "ClusterRole",
+        cluster_role(&objects, OPERATOR)
+            .rules
+            .as_deref()
+            .unwrap_or_default(),
+        CLUSTER_GRANTS,
+    );
+
+    let reader = cluster_role(&objects, "boxtable-operator-metrics-reader");
+    let rules = reader.rules.unwrap_or_default();
+    assert_eq!(rules.len(), 1, "{rules:?}");
+    assert_eq!(
+        rules[0].non_resource_urls.as_deref(),
+        Some(&["/metrics".to_owned()][..])
+    );
+    assert_eq!(rules[0].verbs, ["get"]);
+    assert!(rules[0].resources.is_none() && rules[0].api_groups.is_none());
+    assert!(
+        !all::<ClusterRoleBinding>(&objects)
+            .iter()
+            .any(|b| b.role_ref.name == "boxtable-operator-metrics-reader"),
+        "the reader role is for users to bind"
+    );
+}
+
+#[test]
+fn with_secure_metrics_the_servicemonitor_scrapes_over_https_with_prometheus_token() {
+    let objects = render_with(&[
+        "deploy/components/servicemonitor",
+        "deploy/components/secure-metrics",
+    ]);
+    let monitor = objects
+        .iter()
+        .find(|o| kind_of(o) == ("monitoring.coreos.com/v1", "ServiceMonitor"))
+        .expect("a ServiceMonitor");
+    let endpoint = &monitor["spec"]["endpoints"][0];
+    assert_eq!(endpoint["port"], "metrics");
+    assert_eq!(endpoint["scheme"], "https");
+    assert_eq!(
+        endpoint["bearerTokenFile"],
+        "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    );
+    assert_eq!(endpoint["tlsConfig"]["insecureSkipVerify"], true);
+
+    let plain = render_with(&["deploy/components/servicemonitor"]);
+    let endpoint = &plain
+        .iter()
+        .find(|o| kind_of(o) == ("monitoring.coreos.com/v1", "ServiceMonitor"))
+        .unwrap()["spec"]["endpoints"][0];
+    assert!(endpoint.get("scheme").is_none() && endpoint.get("bearerTokenFile").is_none());
 }
 
 /// The objects of `examples/`, in the order `kubectl apply -f examples/` sends them (file name

@@ -2,7 +2,8 @@
 //! OTLP/HTTP receiver inside the test (an HTTP server decoding the protobuf bodies with
 //! `opentelemetry-proto`) while the operator reconciles BoxTables on the real control plane and
 //! PostgreSQL: one trace per pass, with the Secret read, the lock wait and the migration as its
-//! children, the pass's attributes, and no password anywhere in what was sent.
+//! children, the pass's attributes, and no password anywhere in what was sent. An endpoint the
+//! binary cannot send to (`https://`: it has no TLS for OTLP) is refused at start.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -248,4 +249,34 @@ fn url_with_password(url: &str, password: &str) -> String {
         format!("{host}?sslmode=disable")
     };
     format!("{scheme}://{user}:{password}@{host}")
+}
+
+#[test]
+fn an_https_otlp_endpoint_is_refused_at_start_with_a_message_saying_why() {
+    let dir = tempfile::tempdir().unwrap();
+    for endpoint in ["https://127.0.0.1:4318", "127.0.0.1:4318"] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_boxtable-operator"))
+            .args([
+                "run",
+                "--metrics-addr",
+                "127.0.0.1:0",
+                "--otlp-endpoint",
+                endpoint,
+            ])
+            // No cluster: the refusal must come first, from the flag alone.
+            .env("KUBECONFIG", dir.path().join("none"))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{endpoint}: {stderr}");
+        assert!(
+            stderr.contains("the OTLP endpoint must be an http:// URL")
+                && stderr.contains("without TLS"),
+            "{endpoint}: {stderr}"
+        );
+        assert!(
+            !stderr.contains("Kubernetes client"),
+            "{endpoint}: refused before anything else starts: {stderr}"
+        );
+    }
 }

@@ -60,6 +60,8 @@ const NAMED_DIFFERENCES: &[(&str, &str)] = &[
 /// Values that turn on every monitoring object.
 const MONITORING: &str =
     "serviceMonitor.enabled=true,prometheusRule.enabled=true,grafanaDashboard.enabled=true";
+/// Values that secure the metrics server (`--metrics-secure` and its RBAC).
+const SECURE_METRICS: &str = "metrics.secure=true";
 /// A digest for the image variant.
 const DIGEST: &str = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 /// How long an install step may take on a busy machine before the test gives up.
@@ -422,6 +424,7 @@ fn lint_variants() -> Vec<Vec<String>> {
         sets(&["--set", "replicas=3"]),
         sets(&["--set", &format!("image.digest={DIGEST}")]),
         sets(&["--set", MONITORING]),
+        sets(&["--set", &format!("{MONITORING},{SECURE_METRICS}")]),
         sets(&["--set", "networkPolicy.enabled=true"]),
         sets(&[
             "--set",
@@ -686,6 +689,33 @@ fn watching_shop_and_billing_renders_the_objects_of_the_namespaced_install_examp
 }
 
 #[test]
+fn secure_metrics_render_the_objects_of_the_secure_metrics_example() {
+    let kubectl = kubectl_for_kustomize();
+    let out = Command::new(&kubectl)
+        .args(["kustomize", "examples/secure-metrics"])
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "kubectl kustomize examples/secure-metrics: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let example = objects(&String::from_utf8(out.stdout).unwrap());
+    for major in ["v3", "v4"] {
+        let chart = template(major, &["--set", SECURE_METRICS]);
+        let mut found = compare(&example, &chart);
+        found.sort();
+        let mut named = named_differences();
+        named.sort();
+        assert_eq!(
+            found, named,
+            "helm {major} with {SECURE_METRICS} differs from examples/secure-metrics"
+        );
+    }
+}
+
+#[test]
 fn a_secret_label_selector_reaches_the_operator_flag() {
     for major in ["v3", "v4"] {
         let flags = |values: &[&str]| -> Vec<String> {
@@ -883,6 +913,48 @@ fn the_monitoring_objects_match_the_kustomize_monitoring_component() {
                 "helm {major}: {kind_} by default"
             );
         }
+    }
+}
+
+#[test]
+fn with_secure_metrics_the_servicemonitor_matches_the_kustomize_components() {
+    std::fs::create_dir_all(root().join(".tmp")).unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix("helm-chart-test-")
+        .tempdir_in(root().join(".tmp"))
+        .unwrap();
+    let kustomization = "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n\
+        resources:\n  - ../../deploy\ncomponents:\n  - ../../deploy/monitoring\n  \
+        - ../../deploy/components/secure-metrics\n";
+    std::fs::write(dir.path().join("kustomization.yaml"), kustomization).unwrap();
+    let out = Command::new(kubectl_for_kustomize())
+        .arg("kustomize")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "kubectl kustomize with the monitoring and secure-metrics components: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let deploy = objects(&String::from_utf8(out.stdout).unwrap());
+    let expected = find(&deploy, "ServiceMonitor", "boxtable-operator");
+    assert_eq!(expected["spec"]["endpoints"][0]["scheme"], "https");
+    for major in ["v3", "v4"] {
+        let chart = template(
+            major,
+            &[
+                "--set",
+                &format!("serviceMonitor.enabled=true,{SECURE_METRICS}"),
+            ],
+        );
+        let monitor = without_helm_labels(
+            find(&chart, "ServiceMonitor", "boxtable-operator").clone(),
+            RELEASE,
+        );
+        let mut found = Vec::new();
+        differences("", expected, &monitor, &mut found);
+        assert!(found.is_empty(), "helm {major} ServiceMonitor: {found:?}");
     }
 }
 
@@ -1134,13 +1206,15 @@ fn every_variant_installs_into_the_control_plane_with_helm_3_and_helm_4() {
     let plane = control_plane();
     install_prometheus_operator_crds(plane);
     let digest = format!("image.digest={DIGEST}");
-    let variants: [(&str, Vec<&str>); 6] = [
+    let secure = format!("{MONITORING},{SECURE_METRICS}");
+    let variants: [(&str, Vec<&str>); 7] = [
         ("defaults", vec![]),
         ("replicas", vec!["--set", "replicas=3"]),
         ("single", vec!["--set", "replicas=1"]),
         ("digest", vec!["--set", &digest]),
         ("monitor", vec!["--set", MONITORING]),
         ("netpol", vec!["--set", "networkPolicy.enabled=true"]),
+        ("secure", vec!["--set", &secure]),
     ];
     for major in ["v3", "v4"] {
         for (name, values) in &variants {
@@ -1155,6 +1229,17 @@ fn every_variant_installs_into_the_control_plane_with_helm_3_and_helm_4() {
                 }
                 "netpol" => assert!(expected_kinds.contains("NetworkPolicy")),
                 _ => {}
+            }
+            let account = format!("system:serviceaccount:{namespace}:{release}-boxtable-operator");
+            for review in [
+                "tokenreviews.authentication.k8s.io",
+                "subjectaccessreviews.authorization.k8s.io",
+            ] {
+                assert_eq!(
+                    can_i(plane, &account, &["create", review]),
+                    *name == "secure",
+                    "helm {major} {name}: create {review}"
+                );
             }
             uninstall(plane, major, &release, &namespace, &manifest);
         }

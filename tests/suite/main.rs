@@ -35,6 +35,7 @@ mod deploy_manifests;
 mod e2e;
 mod e2e_api_restart;
 mod e2e_manifests;
+mod e2e_metrics_server;
 mod e2e_monitoring;
 mod e2e_namespace_deletion;
 mod e2e_namespaced_install;
