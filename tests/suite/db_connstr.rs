@@ -2,7 +2,9 @@
 
 use std::time::Duration;
 
-use boxtable_operator::db::{ConnStrError, ConnectionSettings, TlsMode};
+use boxtable_operator::db::{
+    ChannelBinding, ConnStrError, ConnectionSettings, RootCert, TlsMode, TlsVersion,
+};
 use boxtable_operator::reason::Reason;
 use proptest::prelude::*;
 
@@ -378,5 +380,214 @@ proptest! {
         let shown = rendered(&result);
         let landed_elsewhere = result.as_ref().is_ok_and(|s| non_secret_fields(s).contains(&pw));
         prop_assert!(landed_elsewhere || !shown.contains(&pw), "input {:?} showed {:?}", input, shown);
+    }
+}
+
+#[test]
+fn more_than_16_hosts_are_refused_in_every_form() {
+    let hosts = |n: usize| {
+        (0..n)
+            .map(|i| format!("h{i}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let sixteen = parse(&format!("postgres://app@{}/shop", hosts(16)));
+    assert_eq!(sixteen.hosts().len(), 16);
+    for input in [
+        format!("postgres://app@{}/shop", hosts(17)),
+        format!("host={} user=app", hosts(17)),
+        format!("Host={};Username=app", hosts(17)),
+        format!("hostaddr={} user=app", vec!["10.0.0.1"; 17].join(",")),
+    ] {
+        let err = parse_err(&input);
+        assert_eq!(
+            err.to_string(),
+            "connection string lists 17 hosts; at most 16 are allowed",
+            "{input}"
+        );
+        assert_eq!(err.reason(), Reason::InvalidConnectionString);
+    }
+    let err = parse_err(&format!(
+        "postgres://app:{SECRET}@{}/shop?connect_timeout=18446744073709551615",
+        hosts(500_001)
+    ));
+    assert_eq!(
+        err.to_string(),
+        "connection string lists 500001 hosts; at most 16 are allowed"
+    );
+}
+
+#[test]
+fn a_connect_timeout_above_60_seconds_is_refused() {
+    assert_eq!(
+        parse("host=h user=u connect_timeout=60").connect_timeout(),
+        Some(Duration::from_secs(60))
+    );
+    for (input, position) in [
+        ("postgres://u@h/d?connect_timeout=18446744073709551615", 17),
+        ("host=h user=u connect_timeout=61", 14),
+        ("Host=h;Username=u;Timeout=1024", 18),
+        ("host=h user=u connect_timeout=99999999999999999999999", 14),
+    ] {
+        let err = parse_err(input);
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "invalid value for connect_timeout at byte {position}: expected whole seconds from 0 to 60"
+            ),
+            "{input}"
+        );
+    }
+}
+
+#[test]
+fn tls_files_and_channel_binding_read_the_same_in_every_form() {
+    let url = parse(
+        "postgres://app@db/shop?sslmode=verify-full&sslrootcert=root.pem&sslcert=tls.crt&sslkey=tls.key&channel_binding=require",
+    );
+    let keywords = parse(
+        "host=db user=app dbname=shop sslmode=verify-full sslrootcert=root.pem sslcert=tls.crt sslkey=tls.key channel_binding=require",
+    );
+    let npgsql = parse(
+        "Host=db;Username=app;Database=shop;SSL Mode=VerifyFull;Root Certificate=root.pem;SSL Certificate=tls.crt;SSL Key=tls.key;Channel Binding=Require",
+    );
+    let obsolete_npgsql = parse(
+        "Host=db;Username=app;Database=shop;SSL Mode=VerifyFull;Root Certificate=root.pem;Client Certificate=tls.crt;Client Certificate Key=tls.key;Channel Binding=Require",
+    );
+    assert_eq!(url, keywords);
+    assert_eq!(url, npgsql);
+    assert_eq!(url, obsolete_npgsql);
+    assert_eq!(
+        url.root_cert(),
+        Some(&RootCert::Named("root.pem".to_owned()))
+    );
+    assert_eq!(url.client_cert(), Some("tls.crt"));
+    assert_eq!(url.client_key(), Some("tls.key"));
+    assert_eq!(url.channel_binding(), ChannelBinding::Require);
+    assert!(url.send_client_cert());
+    let defaults = parse("host=db user=app");
+    assert_eq!(defaults.channel_binding(), ChannelBinding::Prefer);
+    assert_eq!(defaults.root_cert(), None);
+    assert_eq!(
+        defaults.tls_versions(),
+        (TlsVersion::Tls12, TlsVersion::Tls13)
+    );
+    assert!(defaults.sni());
+    let narrowed = parse(
+        "host=db user=app sslmode=require ssl_min_protocol_version=TLSv1.3 sslsni=0 sslcertmode=disable gssencmode=prefer",
+    );
+    assert_eq!(
+        narrowed.tls_versions(),
+        (TlsVersion::Tls13, TlsVersion::Tls13)
+    );
+    assert!(!narrowed.sni());
+    assert!(!narrowed.send_client_cert());
+    assert_eq!(
+        parse("host=db user=app sslmode=verify-full sslrootcert=system").root_cert(),
+        Some(&RootCert::System)
+    );
+}
+
+#[test]
+fn security_settings_the_operator_cannot_honour_are_refused_saying_why() {
+    let cases = [
+        (
+            "host=h user=u require_auth=scram-sha-256",
+            "require_auth at byte 14 is not supported: the operator's PostgreSQL driver cannot restrict which authentication method the server asks for; remove it (channel_binding=require insists on SCRAM authentication bound to TLS)",
+        ),
+        (
+            "Host=h;Username=u;Require Auth=ScramSHA256",
+            "require_auth at byte 18 is not supported",
+        ),
+        (
+            "postgres://u@h/d?sslmode=require&sslcert=c&sslkey=k&sslpassword=Zq7SecretPw42x",
+            "sslpassword at byte 52 is not supported: an encrypted client key cannot be used",
+        ),
+        (
+            "Host=h;Username=u;SSL Password=Zq7SecretPw42x",
+            "sslpassword at byte 18 is not supported",
+        ),
+        (
+            "host=h user=u sslcrl=crl.pem",
+            "sslcrl at byte 14 is not supported: certificate revocation lists are not checked",
+        ),
+        (
+            "host=h user=u sslcrldir=crls",
+            "sslcrldir at byte 14 is not supported",
+        ),
+        (
+            "Host=h;Username=u;Check Certificate Revocation=true",
+            "check certificate revocation at byte 18 is not supported: certificate revocation is not checked",
+        ),
+        (
+            "host=/var/run/postgresql user=u requirepeer=postgres",
+            "requirepeer at byte 32 is not supported",
+        ),
+        (
+            "host=h user=u sslcertmode=require",
+            "sslcertmode at byte 14 is not supported: the operator cannot tell whether the server asked for the client certificate",
+        ),
+        (
+            "host=h user=u gssencmode=require",
+            "gssencmode at byte 14 is not supported: GSSAPI encryption is not available",
+        ),
+        (
+            "Host=h;Username=u;GSS Encryption Mode=Require",
+            "gssencmode at byte 18 is not supported",
+        ),
+        (
+            "host=h user=u ssl_max_protocol_version=TLSv1.1",
+            "ssl_max_protocol_version at byte 14 is not supported: the operator speaks TLS 1.2 and 1.3 only",
+        ),
+    ];
+    for (input, says) in cases {
+        let err = parse_err(input);
+        assert!(
+            matches!(err, ConnStrError::Unsupported { .. }),
+            "{input}: {err:?}"
+        );
+        assert!(err.to_string().starts_with(says), "{input}: {err}");
+        assert!(!err.to_string().contains(SECRET), "{err}");
+        assert_eq!(err.reason(), Reason::InvalidConnectionString);
+    }
+    // Empty or harmless values of the same keys change nothing and are accepted.
+    parse(
+        "host=h user=u require_auth='' sslpassword='' sslcrl='' requirepeer='' gssencmode=disable sslcertmode=allow",
+    );
+    parse("Host=h;Username=u;Check Certificate Revocation=false");
+}
+
+#[test]
+fn contradicting_security_settings_are_refused() {
+    let cases = [
+        (
+            "host=h user=u sslmode=disable channel_binding=require",
+            "channel_binding=require needs TLS: set sslmode to prefer, require, verify-ca or verify-full",
+        ),
+        (
+            "host=h user=u sslmode=verify-ca sslrootcert=system",
+            "sslrootcert=system checks the server against public roots, which only means something with its host name: set sslmode to verify-full",
+        ),
+        (
+            "Host=h;Username=u;Root Certificate=ca.crt",
+            "sslrootcert names the CA that verifies the server, which sslmode disable or prefer never does: set sslmode to require, verify-ca or verify-full",
+        ),
+        (
+            "host=h user=u sslmode=require sslcert=tls.crt",
+            "sslcert and sslkey name the client certificate and its private key: give both",
+        ),
+        (
+            "host=h user=u sslmode=disable sslcert=tls.crt sslkey=tls.key",
+            "sslcert is sent in the TLS handshake, which sslmode=disable never makes: set sslmode to require, verify-ca or verify-full",
+        ),
+        (
+            "host=h user=u ssl_min_protocol_version=TLSv1.3 ssl_max_protocol_version=TLSv1.2",
+            "ssl_min_protocol_version is above ssl_max_protocol_version",
+        ),
+    ];
+    for (input, message) in cases {
+        let err = parse_err(input);
+        assert_eq!(err.to_string(), message, "{input}");
+        assert_eq!(err.reason(), Reason::InvalidConnectionString);
     }
 }

@@ -1,16 +1,24 @@
-//! Turning a string into [`ConnectionSettings`]: the form is detected, its parser yields entries,
-//! and the entries are checked per key and across keys (a host and a user are required, one port
-//! or one per host, no trust with verification).
+//! Turning a string (or separate parts) into [`ConnectionSettings`]: the form is detected, its
+//! parser yields entries, and the entries are checked per key ([`apply`]) and across keys
+//! ([`check`]): a host and a user are required, one port or one per host, at most
+//! [`MAX_HOSTS`] hosts and a connect timeout of at most [`MAX_CONNECT_TIMEOUT`], no trust with
+//! verification, and no security setting the operator would have to ignore.
 
 use std::net::IpAddr;
 use std::time::Duration;
 
-use super::entry::{Entry, Key};
+use super::entry::{At, Entry, Key};
 use super::settings::DEFAULT_PORT;
 use super::{
-    ConnStrError, ConnectionSettings, Form, Password, TargetSession, TlsMode, form, keyword,
-    npgsql, url,
+    ChannelBinding, ConnStrError, ConnectionSettings, Form, Password, RootCert, TargetSession,
+    TlsMode, TlsVersion, form, keyword, npgsql, url,
 };
+
+/// The most hosts a connection string may list. Each is tried in turn with the whole connect
+/// timeout, so the hosts bound how long one pass can spend connecting.
+pub const MAX_HOSTS: usize = 16;
+/// The longest connect timeout a connection string may ask for (per host).
+pub const MAX_CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
 
 impl ConnectionSettings {
     /// Parses a URL, libpq keyword or Npgsql connection string (the form is detected).
@@ -28,6 +36,39 @@ impl ConnectionSettings {
         };
         build(entries)
     }
+
+    /// Builds settings from separate parts, each a libpq keyword (`host`, `sslmode`...) with its
+    /// value and where it was read (a Secret key, `spec.database.parameters`). Later parts
+    /// override earlier ones; the parts are checked as a connection string's entries are.
+    ///
+    /// # Errors
+    /// [`ConnStrError`] naming the key and where it was read, never the value;
+    /// [`ConnStrError::UnknownParameter`] for a name libpq does not define or the operator
+    /// ignores.
+    pub fn from_parts<'a>(
+        parts: impl IntoIterator<Item = (&'a str, &'a str, At)>,
+    ) -> Result<Self, ConnStrError> {
+        let entries = parts
+            .into_iter()
+            .map(|(name, value, at)| match keyword::libpq_key(name) {
+                Some(Some(key)) => Ok(Entry {
+                    key,
+                    value: value.to_owned(),
+                    at,
+                }),
+                _ => Err(ConnStrError::UnknownParameter {
+                    name: name.to_owned(),
+                }),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        build(entries)
+    }
+}
+
+/// What the entries set besides [`ConnectionSettings`] itself, checked once all are read.
+#[derive(Default)]
+struct Extra {
+    trust_server_certificate: bool,
 }
 
 /// Validates the entries of any form (later entries override earlier ones) into settings.
@@ -44,49 +85,204 @@ fn build(entries: Vec<Entry>) -> Result<ConnectionSettings, ConnStrError> {
         application_name: None,
         options: None,
         target_session: TargetSession::default(),
+        root_cert: None,
+        client_cert: None,
+        client_key: None,
+        send_client_cert: true,
+        channel_binding: ChannelBinding::default(),
+        tls_versions: (TlsVersion::Tls12, TlsVersion::Tls13),
+        sni: true,
     };
-    let mut trust_server_certificate = false;
+    let mut extra = Extra::default();
     for e in &entries {
-        let v = e.value.as_str();
-        match e.key {
-            Key::Host => s.hosts = split_hosts(e)?,
-            Key::HostAddr => {
-                s.hostaddrs = v
-                    .split(',')
-                    .map(|a| a.trim().parse::<IpAddr>())
-                    .collect::<Result<_, _>>()
-                    .map_err(|_| invalid(e, "IP addresses separated by commas"))?;
-            }
-            Key::Port => s.ports = parse_ports(e)?,
-            Key::DbName => s.dbname = non_empty(v),
-            Key::User => s.user = v.to_owned(),
-            Key::Password => s.password = Some(Password(v.to_owned())),
-            Key::SslMode => {
-                s.tls_mode = TlsMode::parse(v).ok_or_else(|| {
-                    invalid(
-                        e,
-                        "disable, allow, prefer, require, verify-ca or verify-full",
-                    )
-                })?;
-            }
-            Key::ConnectTimeout => {
-                let secs: u64 = v.trim().parse().map_err(|_| invalid(e, "whole seconds"))?;
-                s.connect_timeout = (secs > 0).then(|| Duration::from_secs(secs));
-            }
-            Key::ApplicationName => s.application_name = non_empty(v),
-            Key::Options => s.options = non_empty(v),
-            Key::TargetSession => {
-                s.target_session = TargetSession::parse(v)
-                    .ok_or_else(|| invalid(e, "any, read-write or read-only"))?;
-            }
-            Key::TrustServerCertificate => {
-                trust_server_certificate =
-                    parse_bool(v).ok_or_else(|| invalid(e, "true or false"))?;
-            }
-        }
+        apply(&mut s, &mut extra, e)?;
     }
-    if trust_server_certificate && matches!(s.tls_mode, TlsMode::VerifyCa | TlsMode::VerifyFull) {
+    check(&mut s, &extra)?;
+    Ok(s)
+}
+
+/// Reads one entry into the settings, refusing a value it cannot use or a security setting it
+/// cannot honour.
+fn apply(s: &mut ConnectionSettings, extra: &mut Extra, e: &Entry) -> Result<(), ConnStrError> {
+    let v = e.value.as_str();
+    match e.key {
+        Key::Host => s.hosts = split_hosts(e)?,
+        Key::HostAddr => {
+            count_hosts(v)?;
+            s.hostaddrs = v
+                .split(',')
+                .map(|a| a.trim().parse::<IpAddr>())
+                .collect::<Result<_, _>>()
+                .map_err(|_| invalid(e, "IP addresses separated by commas"))?;
+        }
+        Key::Port => s.ports = parse_ports(e)?,
+        Key::DbName => s.dbname = non_empty(v),
+        Key::User => s.user = v.to_owned(),
+        Key::Password => s.password = Some(Password(v.to_owned())),
+        Key::SslMode => {
+            s.tls_mode = TlsMode::parse(v).ok_or_else(|| {
+                invalid(
+                    e,
+                    "disable, allow, prefer, require, verify-ca or verify-full",
+                )
+            })?;
+        }
+        Key::ConnectTimeout => {
+            let secs: u64 = v
+                .trim()
+                .parse()
+                .ok()
+                .filter(|secs| *secs <= MAX_CONNECT_TIMEOUT.as_secs())
+                .ok_or_else(|| invalid(e, "whole seconds from 0 to 60"))?;
+            s.connect_timeout = (secs > 0).then(|| Duration::from_secs(secs));
+        }
+        Key::ApplicationName => s.application_name = non_empty(v),
+        Key::Options => s.options = non_empty(v),
+        Key::TargetSession => {
+            s.target_session = TargetSession::parse(v)
+                .ok_or_else(|| invalid(e, "any, read-write or read-only"))?;
+        }
+        Key::TrustServerCertificate => {
+            extra.trust_server_certificate =
+                parse_bool(v).ok_or_else(|| invalid(e, "true or false"))?;
+        }
+        _ => apply_security(s, e)?,
+    }
+    Ok(())
+}
+
+/// The TLS and authentication settings: each honoured, or refused naming why.
+fn apply_security(s: &mut ConnectionSettings, e: &Entry) -> Result<(), ConnStrError> {
+    let v = e.value.trim();
+    let unsupported = |why| ConnStrError::Unsupported {
+        key: e.key.name(),
+        at: e.at.clone(),
+        why,
+    };
+    match e.key {
+        Key::SslRootCert => {
+            s.root_cert = match v {
+                "" => None,
+                "system" => Some(RootCert::System),
+                name => Some(RootCert::Named(name.to_owned())),
+            };
+        }
+        Key::SslCert => s.client_cert = non_empty(v),
+        Key::SslKeyFile => s.client_key = non_empty(v),
+        Key::SslPassword if !v.is_empty() => {
+            return Err(unsupported(
+                "an encrypted client key cannot be used: store the key unencrypted (PEM) and remove the key's password",
+            ));
+        }
+        Key::SslCertMode => match v.to_ascii_lowercase().as_str() {
+            "allow" => s.send_client_cert = true,
+            "disable" => s.send_client_cert = false,
+            "require" => {
+                return Err(unsupported(
+                    "the operator cannot tell whether the server asked for the client certificate; use allow (the default) and let the server require it (pg_hba cert or clientcert=verify-full)",
+                ));
+            }
+            _ => return Err(invalid(e, "disable, allow or require")),
+        },
+        Key::SslMinProtocolVersion => match v.to_ascii_lowercase().as_str() {
+            "" | "tlsv1" | "tlsv1.1" | "tlsv1.2" => s.tls_versions.0 = TlsVersion::Tls12,
+            "tlsv1.3" => s.tls_versions.0 = TlsVersion::Tls13,
+            _ => return Err(invalid(e, "TLSv1, TLSv1.1, TLSv1.2 or TLSv1.3")),
+        },
+        Key::SslMaxProtocolVersion => match v.to_ascii_lowercase().as_str() {
+            "" | "tlsv1.3" => s.tls_versions.1 = TlsVersion::Tls13,
+            "tlsv1.2" => s.tls_versions.1 = TlsVersion::Tls12,
+            "tlsv1" | "tlsv1.1" => {
+                return Err(unsupported(
+                    "the operator speaks TLS 1.2 and 1.3 only; use TLSv1.2 or TLSv1.3",
+                ));
+            }
+            _ => return Err(invalid(e, "TLSv1, TLSv1.1, TLSv1.2 or TLSv1.3")),
+        },
+        Key::SslSni => {
+            s.sni = match v {
+                "1" => true,
+                "0" => false,
+                _ => return Err(invalid(e, "0 or 1")),
+            };
+        }
+        Key::SslCrl | Key::SslCrlDir if !v.is_empty() => {
+            return Err(unsupported(
+                "certificate revocation lists are not checked; remove it, or revoke by replacing the server's certificate and CA bundle",
+            ));
+        }
+        Key::CheckCertificateRevocation
+            if parse_bool(v).ok_or_else(|| invalid(e, "true or false"))? =>
+        {
+            return Err(unsupported(
+                "certificate revocation is not checked; remove it, or revoke by replacing the server's certificate and CA bundle",
+            ));
+        }
+        Key::ChannelBinding => {
+            s.channel_binding =
+                ChannelBinding::parse(v).ok_or_else(|| invalid(e, "disable, prefer or require"))?;
+        }
+        Key::RequireAuth if !v.is_empty() => {
+            return Err(unsupported(
+                "the operator's PostgreSQL driver cannot restrict which authentication method the server asks for; remove it (channel_binding=require insists on SCRAM authentication bound to TLS)",
+            ));
+        }
+        Key::RequirePeer if !v.is_empty() => {
+            return Err(unsupported(
+                "the operator does not check the user running a server behind a Unix socket; remove it",
+            ));
+        }
+        Key::GssEncMode => match v.to_ascii_lowercase().as_str() {
+            "disable" | "prefer" => {}
+            "require" => {
+                return Err(unsupported(
+                    "GSSAPI encryption is not available; use TLS (sslmode) instead",
+                ));
+            }
+            _ => return Err(invalid(e, "disable, prefer or require")),
+        },
+        _ => {}
+    }
+    Ok(())
+}
+
+/// The checks across keys, once every entry is read.
+fn check(s: &mut ConnectionSettings, extra: &Extra) -> Result<(), ConnStrError> {
+    let verifying = matches!(s.tls_mode, TlsMode::VerifyCa | TlsMode::VerifyFull);
+    if extra.trust_server_certificate && verifying {
         return Err(ConnStrError::TrustWithVerification { mode: s.tls_mode });
+    }
+    let incompatible = |why| Err(ConnStrError::Incompatible { why });
+    if s.channel_binding == ChannelBinding::Require && s.tls_mode == TlsMode::Disable {
+        return incompatible(
+            "channel_binding=require needs TLS: set sslmode to prefer, require, verify-ca or verify-full",
+        );
+    }
+    match &s.root_cert {
+        Some(RootCert::System) if s.tls_mode != TlsMode::VerifyFull => {
+            return incompatible(
+                "sslrootcert=system checks the server against public roots, which only means something with its host name: set sslmode to verify-full",
+            );
+        }
+        Some(RootCert::Named(_)) if matches!(s.tls_mode, TlsMode::Disable | TlsMode::Prefer) => {
+            return incompatible(
+                "sslrootcert names the CA that verifies the server, which sslmode disable or prefer never does: set sslmode to require, verify-ca or verify-full",
+            );
+        }
+        _ => {}
+    }
+    if s.client_cert.is_some() != s.client_key.is_some() {
+        return incompatible(
+            "sslcert and sslkey name the client certificate and its private key: give both",
+        );
+    }
+    if s.client_cert.is_some() && s.tls_mode == TlsMode::Disable {
+        return incompatible(
+            "sslcert is sent in the TLS handshake, which sslmode=disable never makes: set sslmode to require, verify-ca or verify-full",
+        );
+    }
+    if s.tls_versions.0 > s.tls_versions.1 {
+        return incompatible("ssl_min_protocol_version is above ssl_max_protocol_version");
     }
     if s.hosts.is_empty() && s.hostaddrs.is_empty() {
         return Err(ConnStrError::Missing { key: "host" });
@@ -109,13 +305,13 @@ fn build(entries: Vec<Entry>) -> Result<ConnectionSettings, ConnStrError> {
             ports: s.ports.len(),
         });
     }
-    Ok(s)
+    Ok(())
 }
 
 fn invalid(entry: &Entry, expected: &'static str) -> ConnStrError {
     ConnStrError::InvalidValue {
         key: entry.key.name(),
-        position: entry.position,
+        at: entry.at.clone(),
         expected,
     }
 }
@@ -132,8 +328,21 @@ fn parse_bool(v: &str) -> Option<bool> {
     }
 }
 
+/// Refuses a list of more than [`MAX_HOSTS`] hosts before anything is made of them.
+fn count_hosts(list: &str) -> Result<(), ConnStrError> {
+    let hosts = list.split(',').count();
+    if hosts > MAX_HOSTS {
+        return Err(ConnStrError::TooManyHosts {
+            hosts,
+            max: MAX_HOSTS,
+        });
+    }
+    Ok(())
+}
+
 /// Comma-separated hosts; each a name, an IPv4 or `[IPv6]` address, or a `/socket/dir`.
 fn split_hosts(e: &Entry) -> Result<Vec<String>, ConnStrError> {
+    count_hosts(&e.value)?;
     e.value
         .split(',')
         .map(|h| {

@@ -1,6 +1,11 @@
 //! What the three form parsers produce: recognised [`Key`]s with their decoded values
-//! ([`Entry`]), the first key a form does not define ([`Unknown`], refused once the whole string
-//! is read), and the `host:port` list splitting the URL and Npgsql forms share.
+//! ([`Entry`]) and where each was written ([`At`]), the first key a form does not define
+//! ([`Unknown`], refused once the whole string is read), and the `host:port` list splitting the
+//! URL and Npgsql forms share.
+
+use std::fmt;
+
+use zeroize::Zeroize;
 
 use super::{ConnStrError, Form};
 
@@ -19,6 +24,21 @@ pub(super) enum Key {
     Options,
     TargetSession,
     TrustServerCertificate,
+    SslRootCert,
+    SslCert,
+    SslKeyFile,
+    SslPassword,
+    SslCertMode,
+    SslMinProtocolVersion,
+    SslMaxProtocolVersion,
+    SslSni,
+    SslCrl,
+    SslCrlDir,
+    CheckCertificateRevocation,
+    ChannelBinding,
+    RequireAuth,
+    RequirePeer,
+    GssEncMode,
 }
 
 impl Key {
@@ -37,23 +57,88 @@ impl Key {
             Key::Options => "options",
             Key::TargetSession => "target_session_attrs",
             Key::TrustServerCertificate => "trust server certificate",
+            Key::SslRootCert => "sslrootcert",
+            Key::SslCert => "sslcert",
+            Key::SslKeyFile => "sslkey",
+            Key::SslPassword => "sslpassword",
+            Key::SslCertMode => "sslcertmode",
+            Key::SslMinProtocolVersion => "ssl_min_protocol_version",
+            Key::SslMaxProtocolVersion => "ssl_max_protocol_version",
+            Key::SslSni => "sslsni",
+            Key::SslCrl => "sslcrl",
+            Key::SslCrlDir => "sslcrldir",
+            Key::CheckCertificateRevocation => "check certificate revocation",
+            Key::ChannelBinding => "channel_binding",
+            Key::RequireAuth => "require_auth",
+            Key::RequirePeer => "requirepeer",
+            Key::GssEncMode => "gssencmode",
         }
     }
 }
 
-/// One recognised key with its decoded value and the byte offset of the key.
-#[derive(Debug)]
+/// Where a setting was written: a byte offset into a connection string, a key of the Secret
+/// that holds one part of the connection, or `spec.database.parameters`. Shown in errors; never
+/// the value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum At {
+    /// Byte offset of the key in the connection string.
+    Byte(usize),
+    /// The Secret key the value was read from.
+    SecretKey(String),
+    /// An entry of `spec.database.parameters`.
+    Parameter,
+}
+
+impl fmt::Display for At {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            At::Byte(position) => write!(f, "at byte {position}"),
+            At::SecretKey(key) => write!(f, "in secret key {key:?}"),
+            At::Parameter => f.write_str("in spec.database.parameters"),
+        }
+    }
+}
+
+/// One recognised key with its decoded value and where it was written. The value may be a
+/// password: `Debug` never shows it, and it is zeroed when the entry is dropped.
 pub(super) struct Entry {
     pub(super) key: Key,
     pub(super) value: String,
-    pub(super) position: usize,
+    pub(super) at: At,
+}
+
+impl Entry {
+    /// An entry read at byte `position` of a connection string.
+    pub(super) fn at_byte(key: Key, value: String, position: usize) -> Self {
+        Self {
+            key,
+            value,
+            at: At::Byte(position),
+        }
+    }
+}
+
+impl fmt::Debug for Entry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Entry")
+            .field("key", &self.key)
+            .field("value", &"***")
+            .field("at", &self.at)
+            .finish()
+    }
+}
+
+impl Drop for Entry {
+    fn drop(&mut self) {
+        self.value.zeroize();
+    }
 }
 
 /// The longest key a refusal quotes; longer text is not a misspelt key.
 const MAX_SHOWN_KEY: usize = 40;
 
-/// The first key of a string that its form does not define.
-#[derive(Debug)]
+/// The first key of a string that its form does not define. It may be part of a password cut at a
+/// separator, so `Debug` shows only its position.
 pub(super) struct Unknown {
     /// The key as written (Npgsql: lowercased, spaces trimmed).
     pub(super) text: String,
@@ -62,6 +147,22 @@ pub(super) struct Unknown {
     /// Whether it follows a password whose value was not quoted: then it may be the rest of that
     /// password, cut where a separator stood.
     pub(super) after_bare_password: bool,
+}
+
+impl fmt::Debug for Unknown {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Unknown")
+            .field("text", &"***")
+            .field("position", &self.position)
+            .field("after_bare_password", &self.after_bare_password)
+            .finish()
+    }
+}
+
+impl Drop for Unknown {
+    fn drop(&mut self) {
+        self.text.zeroize();
+    }
 }
 
 /// Refuses the string when it has an [`Unknown`] key, as libpq (`invalid connection option`) or
@@ -119,4 +220,22 @@ pub(super) fn split_host_ports(spec: &str) -> (Vec<String>, Vec<Option<String>>)
         ports.push(port.map(str::to_owned));
     }
     (hosts, ports)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_entry_or_unknown_key_never_shows_what_it_holds() {
+        let entry = Entry::at_byte(Key::Password, "Kn0wn-Pa55word".to_owned(), 7);
+        let unknown = Unknown {
+            text: "kn0wn-pa55word".to_owned(),
+            position: 9,
+            after_bare_password: true,
+        };
+        let shown = format!("{entry:?} {entry:#?} {unknown:?} {unknown:#?}");
+        assert!(!shown.to_lowercase().contains("kn0wn-pa55word"), "{shown}");
+        assert!(shown.contains("Password") && shown.contains('9'), "{shown}");
+    }
 }

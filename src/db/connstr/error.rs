@@ -1,5 +1,6 @@
 //! [`ConnStrError`]: why a connection string was refused, naming positions and keys, never text.
 
+use super::entry::At;
 use super::{Form, TlsMode};
 use crate::reason::Reason;
 
@@ -37,14 +38,47 @@ pub enum ConnStrError {
         after_bare_password: bool,
     },
     /// A known key with a value that cannot be used.
-    #[error("invalid value for {key} at byte {position}: expected {expected}")]
+    #[error("invalid value for {key} {at}: expected {expected}")]
     InvalidValue {
         /// The canonical key name.
         key: &'static str,
-        /// Byte offset of the key.
-        position: usize,
+        /// Where it was written.
+        at: At,
         /// What a valid value looks like.
         expected: &'static str,
+    },
+    /// A security setting the operator cannot honour: refused rather than ignored, so that a
+    /// string never connects with less protection than it asks for.
+    #[error("{key} {at} is not supported: {why}")]
+    Unsupported {
+        /// The canonical key name.
+        key: &'static str,
+        /// Where it was written.
+        at: At,
+        /// Why, and what to write instead.
+        why: &'static str,
+    },
+    /// Settings that contradict each other (`channel_binding=require` with `sslmode=disable`).
+    #[error("{why}")]
+    Incompatible {
+        /// Which settings, and how to reconcile them.
+        why: &'static str,
+    },
+    /// A name in `spec.database.parameters` that is not a libpq keyword the operator reads.
+    #[error(
+        "spec.database.parameters names {name:?}, which is not a connection parameter the operator reads"
+    )]
+    UnknownParameter {
+        /// The name as written (a spec field, never a value).
+        name: String,
+    },
+    /// More hosts than a connection may try: each is tried in turn with the full connect timeout.
+    #[error("connection string lists {hosts} hosts; at most {max} are allowed")]
+    TooManyHosts {
+        /// Hosts (or addresses) listed.
+        hosts: usize,
+        /// The most allowed.
+        max: usize,
     },
     /// A required setting is absent.
     #[error("connection string has no {key}")]

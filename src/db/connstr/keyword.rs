@@ -6,8 +6,9 @@ use super::entry::{Entry, Key, Unknown, refuse_unknown};
 use super::{ConnStrError, Form};
 
 /// Maps a libpq keyword (as libpq spells it, lowercase) to the setting it carries:
-/// `Some(Some(key))` for keywords the operator uses, `Some(None)` for keywords it accepts and
-/// ignores, `None` for words libpq does not know.
+/// `Some(Some(key))` for keywords the operator reads (honoured, or refused when it cannot honour
+/// them), `Some(None)` for keywords it accepts and ignores because they change nothing about
+/// security (pool, keepalive, GSSAPI details, ...), `None` for words libpq does not know.
 pub(super) fn libpq_key(word: &str) -> Option<Option<Key>> {
     let key = match word {
         "host" => Key::Host,
@@ -21,9 +22,21 @@ pub(super) fn libpq_key(word: &str) -> Option<Option<Key>> {
         "application_name" => Key::ApplicationName,
         "options" => Key::Options,
         "target_session_attrs" => Key::TargetSession,
+        "sslrootcert" => Key::SslRootCert,
+        "sslcert" => Key::SslCert,
+        "sslkey" => Key::SslKeyFile,
+        "sslpassword" => Key::SslPassword,
+        "sslcertmode" => Key::SslCertMode,
+        "ssl_min_protocol_version" => Key::SslMinProtocolVersion,
+        "ssl_max_protocol_version" => Key::SslMaxProtocolVersion,
+        "sslsni" => Key::SslSni,
+        "sslcrl" => Key::SslCrl,
+        "sslcrldir" => Key::SslCrlDir,
+        "channel_binding" => Key::ChannelBinding,
+        "require_auth" => Key::RequireAuth,
+        "requirepeer" => Key::RequirePeer,
+        "gssencmode" => Key::GssEncMode,
         "passfile"
-        | "require_auth"
-        | "channel_binding"
         | "client_encoding"
         | "fallback_application_name"
         | "keepalives"
@@ -32,20 +45,8 @@ pub(super) fn libpq_key(word: &str) -> Option<Option<Key>> {
         | "keepalives_count"
         | "tcp_user_timeout"
         | "replication"
-        | "gssencmode"
         | "sslnegotiation"
         | "sslcompression"
-        | "sslcert"
-        | "sslkey"
-        | "sslpassword"
-        | "sslcertmode"
-        | "sslrootcert"
-        | "sslcrl"
-        | "sslcrldir"
-        | "sslsni"
-        | "requirepeer"
-        | "ssl_min_protocol_version"
-        | "ssl_max_protocol_version"
         | "krbsrvname"
         | "gsslib"
         | "gssdelegation"
@@ -93,11 +94,7 @@ pub(super) fn resolve(
     unknown: &mut Option<Unknown>,
 ) {
     match libpq_key(word) {
-        Some(Some(key)) => out.push(Entry {
-            key,
-            value,
-            position,
-        }),
+        Some(Some(key)) => out.push(Entry::at_byte(key, value, position)),
         Some(None) => tracing::debug!(
             position,
             "ignoring a libpq keyword the operator does not use"

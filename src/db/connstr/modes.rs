@@ -1,5 +1,5 @@
-//! The session choices a connection string makes: [`TlsMode`] and [`TargetSession`], with the
-//! spellings each form accepts.
+//! The session choices a connection string makes: [`TlsMode`], [`TargetSession`],
+//! [`ChannelBinding`], [`TlsVersion`] and [`RootCert`], with the spellings each form accepts.
 
 use std::fmt;
 
@@ -79,4 +79,58 @@ impl TargetSession {
             _ => None,
         }
     }
+}
+
+/// Whether SCRAM authentication is bound to the TLS channel (libpq's and Npgsql's
+/// `channel_binding`), which defeats a man in the middle even when the certificate is not
+/// verified.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum ChannelBinding {
+    /// Never bind.
+    Disable,
+    /// Bind when the server offers SCRAM-SHA-256-PLUS over TLS (libpq's default).
+    #[default]
+    Prefer,
+    /// Fail unless the server authenticates with SCRAM-SHA-256-PLUS over TLS.
+    Require,
+}
+
+impl ChannelBinding {
+    /// The libpq spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChannelBinding::Disable => "disable",
+            ChannelBinding::Prefer => "prefer",
+            ChannelBinding::Require => "require",
+        }
+    }
+
+    /// Parses libpq (`require`) and Npgsql (`Require`) spellings.
+    pub(super) fn parse(value: &str) -> Option<Self> {
+        match value.trim().to_ascii_lowercase().as_str() {
+            "disable" => Some(ChannelBinding::Disable),
+            "prefer" => Some(ChannelBinding::Prefer),
+            "require" => Some(ChannelBinding::Require),
+            _ => None,
+        }
+    }
+}
+
+/// A TLS protocol version the operator can speak (rustls has nothing older than 1.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TlsVersion {
+    /// TLS 1.2.
+    Tls12,
+    /// TLS 1.3.
+    Tls13,
+}
+
+/// Where the CA bundle that verifies the server comes from (`sslrootcert`, Npgsql's
+/// `Root Certificate`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum RootCert {
+    /// `system`: the Mozilla root set the operator carries (libpq: the system's roots).
+    System,
+    /// A name: a key of the Secret holding the connection (a file for `migrate --database-url`).
+    Named(String),
 }

@@ -8,8 +8,9 @@
 use super::entry::{Entry, Key, Unknown, refuse_unknown, split_host_ports};
 use super::{ConnStrError, Form};
 
-/// Maps a normalised key (lowercase, no spaces) to its setting: `Some(Some(key))` used,
-/// `Some(None)` known and ignored, `None` unknown. The known keys are every key Npgsql 6 to 10
+/// Maps a normalised key (lowercase, no spaces) to its setting: `Some(Some(key))` read (honoured,
+/// or refused when it cannot be honoured), `Some(None)` known and ignored (it changes nothing
+/// about security), `None` unknown. The known keys are every key Npgsql 6 to 10
 /// accepts (display names, property names and synonyms, obsolete ones included), and `User` and
 /// `Connection Timeout`, which the operator has always read as `Username` and `Timeout`.
 fn npgsql_key(norm: &str) -> Option<Option<Key>> {
@@ -21,6 +22,14 @@ fn npgsql_key(norm: &str) -> Option<Option<Key>> {
         "password" | "pwd" | "psw" => Key::Password,
         "sslmode" => Key::SslMode,
         "trustservercertificate" => Key::TrustServerCertificate,
+        "rootcertificate" => Key::SslRootCert,
+        "sslcertificate" | "clientcertificate" => Key::SslCert,
+        "sslkey" | "clientcertificatekey" => Key::SslKeyFile,
+        "sslpassword" => Key::SslPassword,
+        "checkcertificaterevocation" => Key::CheckCertificateRevocation,
+        "channelbinding" => Key::ChannelBinding,
+        "requireauth" => Key::RequireAuth,
+        "gssencryptionmode" => Key::GssEncMode,
         "timeout" | "connecttimeout" | "connectiontimeout" => Key::ConnectTimeout,
         "applicationname" => Key::ApplicationName,
         "options" => Key::Options,
@@ -56,16 +65,10 @@ fn npgsql_key(norm: &str) -> Option<Option<Key>> {
         | "loadbalancehosts"
         | "hostrecheckseconds"
         | "servercompatibilitymode"
-        | "rootcertificate"
-        | "sslcertificate"
-        | "sslkey"
-        | "sslpassword"
-        | "checkcertificaterevocation"
         | "persistsecurityinfo"
         | "kerberosservicename"
         | "krbsrvname"
         | "includefailedbatchedcommand"
-        | "requireauth"
         | "loadbalancetimeout"
         | "socketreceivebuffersize"
         | "socketsendbuffersize"
@@ -74,8 +77,6 @@ fn npgsql_key(norm: &str) -> Option<Option<Key>> {
         | "loadtablecomposites"
         | "writecoalescingbufferthresholdbytes"
         | "integratedsecurity"
-        | "clientcertificate"
-        | "clientcertificatekey"
         | "efadmindatabase"
         | "eftemplatedatabase"
         | "entityadmindatabase"
@@ -91,8 +92,6 @@ fn npgsql_key(norm: &str) -> Option<Option<Key>> {
         | "logparameters"
         | "arraynullabilitymode"
         | "passfile"
-        | "channelbinding"
-        | "gssencryptionmode"
         | "sslnegotiation" => return Some(None),
         _ => return None,
     };
@@ -188,11 +187,7 @@ pub(super) fn parse(input: &str) -> Result<Vec<Entry>, ConnStrError> {
         let position = at(key_start);
         let key = npgsql_key(&norm);
         match key {
-            Some(Some(key)) => entries.push(Entry {
-                key,
-                value,
-                position,
-            }),
+            Some(Some(key)) => entries.push(Entry::at_byte(key, value, position)),
             Some(None) => {
                 tracing::trace!(position, "ignoring an npgsql key the operator does not use")
             }
@@ -224,7 +219,7 @@ fn with_host_ports(mut entries: Vec<Entry>) -> Vec<Entry> {
         .rev()
         .find(|e| e.key == Key::Port)
         .map_or_else(|| String::from("5432"), |e| e.value.clone());
-    let position = entries[host_idx].position;
+    let at = entries[host_idx].at.clone();
     entries.retain(|e| e.key != Key::Port);
     let ports: Vec<String> = ports
         .into_iter()
@@ -236,7 +231,7 @@ fn with_host_ports(mut entries: Vec<Entry>) -> Vec<Entry> {
     entries.push(Entry {
         key: Key::Port,
         value: ports.join(","),
-        position,
+        at,
     });
     entries
 }

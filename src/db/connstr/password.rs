@@ -1,9 +1,12 @@
-//! [`Password`]: the secret from a connection string, redacted wherever it is printed.
+//! [`Password`]: the secret from a connection string, redacted wherever it is printed and zeroed
+//! when dropped.
 
 use std::fmt;
 
-/// A password that renders as `***` in `Debug` and `Display`.
-#[derive(Clone, PartialEq, Eq)]
+use zeroize::Zeroize;
+
+/// A password that renders as `***` in `Debug` and is zeroed in memory when dropped.
+#[derive(Clone, PartialEq, Eq, Hash)]
 pub struct Password(pub(super) String);
 
 impl Password {
@@ -16,5 +19,11 @@ impl Password {
 impl fmt::Debug for Password {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("***")
+    }
+}
+
+impl Drop for Password {
+    fn drop(&mut self) {
+        self.0.zeroize();
     }
 }

@@ -5,7 +5,7 @@ use std::fmt;
 use std::net::IpAddr;
 use std::time::Duration;
 
-use super::{Password, TargetSession, TlsMode};
+use super::{ChannelBinding, Password, RootCert, TargetSession, TlsMode, TlsVersion};
 
 /// The port used when a string names none.
 pub(super) const DEFAULT_PORT: u16 = 5432;
@@ -13,7 +13,9 @@ pub(super) const DEFAULT_PORT: u16 = 5432;
 /// Everything needed to open a session, parsed from any of the three forms.
 ///
 /// `Debug` and `Display` never show the password; `Display` is [`ConnectionSettings::redacted`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// `Hash` covers everything, the password included: it is what tells two targets apart (see
+/// [`crate::db::Connection`]).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ConnectionSettings {
     pub(super) hosts: Vec<String>,
     pub(super) hostaddrs: Vec<IpAddr>,
@@ -26,6 +28,13 @@ pub struct ConnectionSettings {
     pub(super) application_name: Option<String>,
     pub(super) options: Option<String>,
     pub(super) target_session: TargetSession,
+    pub(super) root_cert: Option<RootCert>,
+    pub(super) client_cert: Option<String>,
+    pub(super) client_key: Option<String>,
+    pub(super) send_client_cert: bool,
+    pub(super) channel_binding: ChannelBinding,
+    pub(super) tls_versions: (TlsVersion, TlsVersion),
+    pub(super) sni: bool,
 }
 
 impl ConnectionSettings {
@@ -73,6 +82,38 @@ impl ConnectionSettings {
     pub fn target_session(&self) -> TargetSession {
         self.target_session
     }
+    /// Where the CA bundle comes from when the string names one (`sslrootcert`); `None`: the
+    /// Secret's `ca.crt` if it has one, else the Mozilla roots.
+    pub fn root_cert(&self) -> Option<&RootCert> {
+        self.root_cert.as_ref()
+    }
+    /// The name of the client certificate (`sslcert`): a key of the Secret (a file for
+    /// `migrate --database-url`).
+    pub fn client_cert(&self) -> Option<&str> {
+        self.client_cert.as_deref()
+    }
+    /// The name of the client certificate's private key (`sslkey`).
+    pub fn client_key(&self) -> Option<&str> {
+        self.client_key.as_deref()
+    }
+    /// Whether the client certificate is offered when the server asks for one (`sslcertmode`
+    /// other than `disable`).
+    pub fn send_client_cert(&self) -> bool {
+        self.send_client_cert
+    }
+    /// Whether SCRAM authentication is bound to the TLS channel.
+    pub fn channel_binding(&self) -> ChannelBinding {
+        self.channel_binding
+    }
+    /// The oldest and newest TLS versions allowed (`ssl_min_protocol_version`,
+    /// `ssl_max_protocol_version`).
+    pub fn tls_versions(&self) -> (TlsVersion, TlsVersion) {
+        self.tls_versions
+    }
+    /// Whether the host name is sent in the TLS handshake (`sslsni`).
+    pub fn sni(&self) -> bool {
+        self.sni
+    }
 
     /// A driver config with everything from the string (password included, TLS mode not: the
     /// session picks the driver's mode from [`TlsMode`]).
@@ -100,6 +141,11 @@ impl ConnectionSettings {
         if let Some(timeout) = self.connect_timeout {
             config.connect_timeout(timeout);
         }
+        config.channel_binding(match self.channel_binding {
+            ChannelBinding::Disable => tokio_postgres::config::ChannelBinding::Disable,
+            ChannelBinding::Prefer => tokio_postgres::config::ChannelBinding::Prefer,
+            ChannelBinding::Require => tokio_postgres::config::ChannelBinding::Require,
+        });
         config.target_session_attrs(match self.target_session {
             TargetSession::Any => tokio_postgres::config::TargetSessionAttrs::Any,
             TargetSession::ReadWrite => tokio_postgres::config::TargetSessionAttrs::ReadWrite,
@@ -163,6 +209,10 @@ impl ConnectionSettings {
         }
         if let Some(a) = &self.application_name {
             out.push_str(&format!("&application_name={}", encode(a)));
+        }
+        if self.channel_binding != ChannelBinding::default() {
+            out.push_str("&channel_binding=");
+            out.push_str(self.channel_binding.as_str());
         }
         out
     }

@@ -132,9 +132,5 @@ pub(super) fn parse(input: &str) -> Result<Vec<Entry>, ConnStrError> {
 }
 
 fn entry(key: Key, value: String, position: usize) -> Entry {
-    Entry {
-        key,
-        value,
-        position,
-    }
+    Entry::at_byte(key, value, position)
 }
