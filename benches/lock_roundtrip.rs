@@ -18,7 +18,7 @@
 
 use std::time::{Duration, Instant};
 
-use boxtable_operator::db::{ConnectionSettings, Session};
+use boxtable_operator::db::{Connection, Session};
 use boxtable_operator::lock::{self, LockIdentity, TRY_LOCK_SQL, UNLOCK_SQL};
 use criterion::{Criterion, criterion_group, criterion_main};
 use tokio_postgres::types::Type;
@@ -33,7 +33,7 @@ fn database_url() -> String {
 }
 
 fn lock_roundtrip(c: &mut Criterion) {
-    let settings = ConnectionSettings::parse(&database_url()).unwrap();
+    let connection = Connection::parse(&database_url()).unwrap();
     let identity = LockIdentity::from_lock_key("BrighterMigration_bench.roundtrip");
     let key = identity.key();
     let cancel = CancellationToken::new();
@@ -44,7 +44,7 @@ fn lock_roundtrip(c: &mut Criterion) {
         .build()
         .unwrap();
     let session = local
-        .block_on(Session::connect(&settings, None, "boxtable-bench"))
+        .block_on(Session::connect(&connection, "boxtable-bench"))
         .unwrap();
     group.bench_function("crate_api_current_thread", |b| {
         b.iter_custom(|iters| {
@@ -109,7 +109,7 @@ fn lock_roundtrip(c: &mut Criterion) {
         .build()
         .unwrap();
     let session = runtime
-        .block_on(Session::connect(&settings, None, "boxtable-bench"))
+        .block_on(Session::connect(&connection, "boxtable-bench"))
         .unwrap();
     group.bench_function("crate_api", |b| {
         b.iter_custom(|iters| {

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use boxtable_operator::converge::Target;
 use boxtable_operator::db::pool::{Closed, Opened, PoolEvents};
-use boxtable_operator::db::{PoolSettings, SessionPool};
+use boxtable_operator::db::{Connection, PoolSettings, SessionPool};
 use boxtable_operator::ident::QualifiedName;
 use boxtable_operator::migrate::{BoxKind, Plan};
 use boxtable_operator::pass::{self, DriftCheck};
@@ -54,14 +54,14 @@ fn plan(i: usize) -> Plan {
 
 async fn wave(pool: &SessionPool, url: &str, plans: &[Plan]) {
     let cancel = CancellationToken::new();
+    let connection = Connection::parse(url).unwrap();
     futures::stream::iter(plans.iter().enumerate())
         .map(|(i, plan)| {
-            let cancel = &cancel;
+            let (cancel, connection) = (&cancel, &connection);
             async move {
                 let app = format!("boxtable-bench/resync/{i}");
                 let target = Target {
-                    connection_string: url,
-                    ca_pem: None,
+                    connection,
                     application_name: &app,
                     source: Some("bench/db/connectionString"),
                 };

@@ -6,18 +6,16 @@
 use tokio_util::sync::CancellationToken;
 
 use crate::db::pool::CheckoutError;
-use crate::db::{ConnStrError, ConnectError, PooledSession, SessionKey, SessionPool};
+use crate::db::{ConnectError, Connection, PooledSession, SessionKey, SessionPool};
 
 use crate::lock::Holder;
 use crate::migrate::{self, DropOutcome, DropRequest, Observation, Plan, RunError};
 use crate::reason::Reason;
 
-/// Where a box table lives: the connection string and an optional CA bundle (PEM).
+/// Where a box table lives: the database target (parsed settings and TLS files).
 pub struct Target<'a> {
-    /// The connection string as the user wrote it (URL, libpq keywords or Npgsql form).
-    pub connection_string: &'a str,
-    /// A CA bundle in PEM for verify-ca / verify-full.
-    pub ca_pem: Option<&'a [u8]>,
+    /// The database target, read from a Secret or given on the command line.
+    pub connection: &'a Connection,
     /// `application_name` for the session, so a holder can be recognised in `pg_stat_activity`.
     pub application_name: &'a str,
     /// Where the connection string came from (a Secret), so that the sessions opened with its
@@ -28,9 +26,6 @@ pub struct Target<'a> {
 /// Why converging failed. Each variant names the step; `reason()` gives the bounded reason.
 #[derive(Debug, thiserror::Error)]
 pub enum ConvergeError {
-    /// The connection string could not be parsed.
-    #[error("invalid connection string")]
-    ConnectionString(#[source] ConnStrError),
     /// The session could not be opened.
     #[error("could not open a session")]
     Connect(#[source] ConnectError),
@@ -65,7 +60,6 @@ impl ConvergeError {
     /// The bounded reason for status, events and metrics.
     pub fn reason(&self) -> Reason {
         match self {
-            ConvergeError::ConnectionString(e) => e.reason(),
             ConvergeError::Connect(e) => e.reason(),
             ConvergeError::Cancelled { .. } => Reason::Cancelled,
             ConvergeError::Run { source, .. } => source.reason(),
@@ -76,16 +70,14 @@ impl ConvergeError {
 /// Borrows a session for `target` from `pool` (waiting while the target's sessions are all lent).
 ///
 /// # Errors
-/// [`ConvergeError::ConnectionString`], [`ConvergeError::Connect`] or, when `cancel` fires while
-/// waiting, [`ConvergeError::Cancelled`].
+/// [`ConvergeError::Connect`] or, when `cancel` fires while waiting, [`ConvergeError::Cancelled`].
 pub async fn checkout<'p>(
     pool: &'p SessionPool,
     target: &Target<'_>,
     plan: &Plan,
     cancel: &CancellationToken,
 ) -> Result<PooledSession<'p>, ConvergeError> {
-    let key = SessionKey::new(target.connection_string, target.ca_pem)
-        .map_err(ConvergeError::ConnectionString)?;
+    let key = SessionKey::of(target.connection);
     pool.checkout(&key, target.source, target.application_name, cancel)
         .await
         .map_err(|error| match error {

@@ -2,12 +2,12 @@
 //! the user must fix (a configuration mistake, which stalls) and what may pass (retried).
 //!
 //! Configuration mistakes, given up on until the Secret or the server changes:
-//! - the credentials are refused, or the server asks for a password the string does not carry
-//!   (`AuthenticationFailed`);
+//! - the credentials are refused, the server asks for a password the string does not carry, or
+//!   it authenticated without the channel binding the string requires (`AuthenticationFailed`);
 //! - the database the string names (or, naming none, the user name) does not exist, SQLSTATE
 //!   3D000 (`DatabaseNotFound`);
-//! - the string requires TLS (`require`, `verify-ca`, `verify-full`) and the server offers none, or
-//!   its certificate fails verification (`TlsFailed`).
+//! - the string requires TLS (`require`, `verify-ca`, `verify-full`) and the server offers none,
+//!   its certificate fails verification, or it refuses the client certificate (`TlsFailed`).
 //!
 //! Everything else (refused or reset connections, timeouts, a server starting up or shutting down)
 //! is `ConnectionFailed` and retried with backoff. Messages name the host, port, user, database
@@ -56,6 +56,31 @@ pub enum ConnectError {
         /// The role.
         user: String,
     },
+    /// `channel_binding=require`, and the server authenticated without SCRAM-SHA-256-PLUS over TLS
+    /// (trust, password, md5, a certificate, or SCRAM without TLS).
+    #[error(
+        "PostgreSQL at {target} authenticated {user} without channel binding, which the connection \
+         string requires (channel_binding=require): connect over TLS to a server that \
+         authenticates {user} with scram-sha-256, or set channel_binding to prefer"
+    )]
+    ChannelBindingUnused {
+        /// Host and port.
+        target: String,
+        /// The role.
+        user: String,
+    },
+    /// The server refused the client certificate during the TLS handshake, or asked for one the
+    /// string does not name.
+    #[error("{}", client_certificate_refused(target, *offered))]
+    ClientCertificateRefused {
+        /// Host and port.
+        target: String,
+        /// Whether a client certificate was offered.
+        offered: bool,
+        /// The driver error.
+        #[source]
+        source: tokio_postgres::Error,
+    },
     /// The database does not exist (SQLSTATE 3D000).
     #[error("{}", database_not_found(target, dbname, *named))]
     DatabaseNotFound {
@@ -80,7 +105,8 @@ pub enum ConnectError {
     /// The server's certificate failed verification.
     #[error(
         "the certificate of PostgreSQL at {target} failed verification (sslmode={mode}): check the \
-         CA bundle (the Secret's ca.crt) and that the certificate names the host"
+         CA bundle (the key sslrootcert names, else the Secret's ca.crt) and that the certificate \
+         names the host"
     )]
     TlsCertificate {
         /// Host and port.
@@ -146,13 +172,13 @@ impl ConnectError {
     /// module doc), the rest is retried.
     pub fn reason(&self) -> Reason {
         match self {
-            ConnectError::Authenticate { .. } | ConnectError::PasswordMissing { .. } => {
-                Reason::AuthenticationFailed
-            }
+            ConnectError::Authenticate { .. }
+            | ConnectError::PasswordMissing { .. }
+            | ConnectError::ChannelBindingUnused { .. } => Reason::AuthenticationFailed,
             ConnectError::DatabaseNotFound { .. } => Reason::DatabaseNotFound,
-            ConnectError::TlsUnavailable { .. } | ConnectError::TlsCertificate { .. } => {
-                Reason::TlsFailed
-            }
+            ConnectError::TlsUnavailable { .. }
+            | ConnectError::TlsCertificate { .. }
+            | ConnectError::ClientCertificateRefused { .. } => Reason::TlsFailed,
             ConnectError::TlsConfig { .. } => Reason::InvalidConnectionString,
             ConnectError::Connect { .. }
             | ConnectError::Tls { .. }
@@ -178,6 +204,20 @@ fn database_not_found(target: &str, dbname: &str, named: bool) -> String {
     }
 }
 
+fn client_certificate_refused(target: &str, offered: bool) -> String {
+    if offered {
+        format!(
+            "PostgreSQL at {target} refused the client certificate (sslcert) in the TLS handshake: \
+             it must be signed by a CA the server trusts (ssl_ca_file) and be valid now"
+        )
+    } else {
+        format!(
+            "PostgreSQL at {target} asked for a client certificate in the TLS handshake and the \
+             connection string names none: add sslcert and sslkey (keys of the Secret)"
+        )
+    }
+}
+
 /// What the session was opening, for [`classify`]'s messages.
 pub(super) struct Attempt {
     /// Host and port of the first host.
@@ -188,6 +228,8 @@ pub(super) struct Attempt {
     pub(super) dbname: Option<String>,
     /// The TLS mode the connection string asked for.
     pub(super) mode: TlsMode,
+    /// Whether a client certificate was offered.
+    pub(super) client_cert: bool,
 }
 
 /// Sorts a driver error from connecting into the variants above.
@@ -197,6 +239,7 @@ pub(super) fn classify(attempt: Attempt, source: tokio_postgres::Error) -> Conne
         user,
         dbname,
         mode,
+        client_cert,
     } = attempt;
     let code = source.code();
     if code == Some(&SqlState::INVALID_PASSWORD)
@@ -216,9 +259,19 @@ pub(super) fn classify(attempt: Attempt, source: tokio_postgres::Error) -> Conne
             named,
         };
     }
+    if client_certificate_alert(&source) {
+        return ConnectError::ClientCertificateRefused {
+            target,
+            offered: client_cert,
+            source,
+        };
+    }
     // The driver's error kinds are private; its fixed messages are the only way to tell them.
     let cause = std::error::Error::source(&source).map(ToString::to_string);
     match (source.to_string().as_str(), cause.as_deref()) {
+        ("authentication error", Some("server did not use channel binding")) => {
+            ConnectError::ChannelBindingUnused { target, user }
+        }
         ("authentication error", _) => ConnectError::Authenticate {
             target,
             user,
@@ -250,11 +303,35 @@ pub(super) fn classify(attempt: Attempt, source: tokio_postgres::Error) -> Conne
     }
 }
 
-/// Whether rustls refused the server's certificate (unknown issuer, wrong name, expired...).
-fn certificate_refused(error: &tokio_postgres::Error) -> bool {
+/// The rustls error under a driver error, if the connection failed in TLS.
+fn rustls_error(error: &tokio_postgres::Error) -> Option<&rustls::Error> {
     std::error::Error::source(error)
         .and_then(|cause| cause.downcast_ref::<std::io::Error>())
         .and_then(std::io::Error::get_ref)
         .and_then(|inner| inner.downcast_ref::<rustls::Error>())
-        .is_some_and(|e| matches!(e, rustls::Error::InvalidCertificate(_)))
+}
+
+/// Whether rustls refused the server's certificate (unknown issuer, wrong name, expired...).
+fn certificate_refused(error: &tokio_postgres::Error) -> bool {
+    rustls_error(error).is_some_and(|e| matches!(e, rustls::Error::InvalidCertificate(_)))
+}
+
+/// Whether the server ended the handshake with an alert about the client's certificate (with
+/// TLS 1.3 it arrives after the handshake, when the first message is read).
+fn client_certificate_alert(error: &tokio_postgres::Error) -> bool {
+    use rustls::AlertDescription as Alert;
+    rustls_error(error).is_some_and(|e| {
+        matches!(
+            e,
+            rustls::Error::AlertReceived(
+                Alert::BadCertificate
+                    | Alert::UnsupportedCertificate
+                    | Alert::CertificateRevoked
+                    | Alert::CertificateExpired
+                    | Alert::CertificateUnknown
+                    | Alert::UnknownCA
+                    | Alert::CertificateRequired
+            )
+        )
+    })
 }

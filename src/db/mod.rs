@@ -1,7 +1,9 @@
-//! Connections to PostgreSQL: connection strings (URL, libpq keywords, Npgsql), TLS, and the
-//! dedicated session that holds the advisory lock, and the pool that keeps sessions between passes.
+//! Connections to PostgreSQL: connection strings (URL, libpq keywords, Npgsql) and the
+//! [`Connection`] they make with their TLS files, TLS, the dedicated session that holds the
+//! advisory lock, and the pool that keeps sessions between passes.
 
 mod connect_error;
+mod connection;
 mod connstr;
 pub mod pipeline;
 pub mod pool;
@@ -9,6 +11,10 @@ mod session;
 pub mod tls;
 
 pub use connect_error::ConnectError;
-pub use connstr::{ConnStrError, ConnectionSettings, Form, Password, TargetSession, TlsMode};
+pub use connection::{Connection, TlsFiles};
+pub use connstr::{
+    At, ChannelBinding, ConnStrError, ConnectionSettings, Form, MAX_CONNECT_TIMEOUT, MAX_HOSTS,
+    Password, RootCert, TargetSession, TlsMode, TlsVersion,
+};
 pub use pool::{PoolSettings, PooledSession, SessionKey, SessionPool};
 pub use session::Session;

@@ -5,12 +5,12 @@ use std::time::Duration;
 
 use tokio::task::JoinHandle;
 use tokio_postgres::tls::MakeTlsConnect;
-use tokio_postgres::{CancelToken, Client, Config, Connection, NoTls, Socket};
+use tokio_postgres::{CancelToken, Client, Config, Connection as DriverConnection, NoTls, Socket};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 use super::connect_error::{Attempt, ConnectError, classify};
 use super::tls;
-use super::{ConnectionSettings, TlsMode};
+use super::{ChannelBinding, Connection, TlsMode};
 use crate::lock::LockStatements;
 use crate::report::prefix;
 
@@ -29,6 +29,13 @@ const SESSION_SETUP: &str = "SELECT pg_backend_pid(), \
           THEN set_config('idle_session_timeout', '0', false) END, \
      current_setting('server_version_num')::int";
 
+/// What the connection string asked of TLS, for classifying a failure.
+#[derive(Clone, Copy)]
+struct Asked {
+    mode: TlsMode,
+    client_cert: bool,
+}
+
 /// A dedicated session with its connection task. Dropping it closes the connection, which frees
 /// any session-level advisory lock on the server.
 pub struct Session {
@@ -43,32 +50,37 @@ pub struct Session {
 }
 
 impl Session {
-    /// Opens a session as `settings` say, with TLS per its mode (`prefer` tries TLS, then plain
-    /// TCP), TCP keepalives, the connect timeout (default `DEFAULT_CONNECT_TIMEOUT`) and
-    /// `application_name` truncated to 63 bytes. The connection string's own application name is
-    /// not used: the operator must be recognisable as itself in `pg_stat_activity`.
+    /// Opens a session to `connection`, with TLS per its mode (`prefer` tries TLS, then plain
+    /// TCP, unless channel binding is required), its client certificate, TCP keepalives, the
+    /// connect timeout (default `DEFAULT_CONNECT_TIMEOUT`) and `application_name` truncated to 63
+    /// bytes. The connection string's own application name is not used: the operator must be
+    /// recognisable as itself in `pg_stat_activity`.
     ///
     /// # Errors
     /// [`ConnectError`], classified by [`ConnectError::reason`].
     pub async fn connect(
-        settings: &ConnectionSettings,
-        ca_pem: Option<&[u8]>,
+        connection: &Connection,
         application_name: &str,
     ) -> Result<Self, ConnectError> {
+        let settings = connection.settings();
         let target = settings.target();
         let mode = settings.tls_mode();
+        let asked = Asked {
+            mode,
+            client_cert: connection.files().client_cert.is_some() && settings.send_client_cert(),
+        };
         let mut config = settings.to_config();
         let timeout = settings
             .connect_timeout()
             .unwrap_or(DEFAULT_CONNECT_TIMEOUT);
         config.connect_timeout(timeout);
-        let connector = tls::connector(mode, ca_pem).map_err(|source| ConnectError::TlsConfig {
+        let connector = tls::connector(connection).map_err(|source| ConnectError::TlsConfig {
             target: target.clone(),
             source,
         })?;
         let Some(connector) = connector else {
             config.ssl_mode(tokio_postgres::config::SslMode::Disable);
-            return Self::open(config, NoTls, None, application_name, timeout, mode).await;
+            return Self::open(config, NoTls, None, application_name, timeout, asked).await;
         };
         if mode == TlsMode::Prefer {
             config.ssl_mode(tokio_postgres::config::SslMode::Prefer);
@@ -78,14 +90,17 @@ impl Session {
                 Some(connector),
                 application_name,
                 timeout,
-                mode,
+                asked,
             )
             .await
             {
-                Err(ConnectError::Tls { source, .. }) => {
+                // Without TLS, authentication cannot be bound to the channel: keep the TLS error.
+                Err(ConnectError::Tls { source, .. })
+                    if settings.channel_binding() != ChannelBinding::Require =>
+                {
                     tracing::debug!(%target, error = %source, "tls handshake failed with sslmode=prefer; retrying without tls");
                     config.ssl_mode(tokio_postgres::config::SslMode::Disable);
-                    Self::open(config, NoTls, None, application_name, timeout, mode).await
+                    Self::open(config, NoTls, None, application_name, timeout, asked).await
                 }
                 other => other,
             }
@@ -97,7 +112,7 @@ impl Session {
                 Some(connector),
                 application_name,
                 timeout,
-                mode,
+                asked,
             )
             .await
         }
@@ -125,12 +140,15 @@ impl Session {
             None,
             application_name,
             timeout,
-            TlsMode::Disable,
+            Asked {
+                mode: TlsMode::Disable,
+                client_cert: false,
+            },
         )
         .await
     }
 
-    /// Connects with `config` over `tls`; `mode` is what the connection string asked for, for
+    /// Connects with `config` over `tls`; `asked` is what the connection string asked for, for
     /// messages.
     async fn open<T>(
         mut config: Config,
@@ -138,7 +156,7 @@ impl Session {
         cancel_tls: Option<MakeRustlsConnect>,
         application_name: &str,
         timeout: Duration,
-        mode: TlsMode,
+        asked: Asked,
     ) -> Result<Self, ConnectError>
     where
         T: MakeTlsConnect<Socket> + Send,
@@ -163,7 +181,8 @@ impl Session {
                     target,
                     user,
                     dbname: config.get_dbname().map(str::to_owned),
-                    mode,
+                    mode: asked.mode,
+                    client_cert: asked.client_cert,
                 };
                 return Err(classify(attempt, source));
             }
@@ -268,7 +287,7 @@ impl Drop for Session {
     }
 }
 
-fn spawn<S>(connection: Connection<Socket, S>) -> JoinHandle<()>
+fn spawn<S>(connection: DriverConnection<Socket, S>) -> JoinHandle<()>
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {

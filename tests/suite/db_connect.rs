@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use boxtable_operator::db::{ConnectError, ConnectionSettings, Session};
+use boxtable_operator::db::{ConnectError, Connection, ConnectionSettings, Session, TlsFiles};
 use boxtable_operator::reason::Reason;
 
 use crate::support;
@@ -37,8 +37,11 @@ async fn application_name_of(session: &Session) -> String {
 }
 
 async fn connect(connection_string: &str, application_name: &str) -> Result<Session, ConnectError> {
-    let settings = ConnectionSettings::parse(connection_string).unwrap();
-    Session::connect(&settings, None, application_name).await
+    Session::connect(
+        &Connection::parse(connection_string).unwrap(),
+        application_name,
+    )
+    .await
 }
 
 #[tokio::test]
@@ -167,7 +170,12 @@ async fn a_server_certificate_that_fails_verification_stalls_and_require_still_e
         ("verify-full", Some(certificate.as_slice())),
     ] {
         let settings = ConnectionSettings::parse(&url(mode)).unwrap();
-        let err = Session::connect(&settings, ca, "t").await.err().unwrap();
+        let files = TlsFiles {
+            root: ca.map(<[u8]>::to_vec),
+            ..TlsFiles::default()
+        };
+        let connection = Connection::new(settings, files);
+        let err = Session::connect(&connection, "t").await.err().unwrap();
         assert!(
             matches!(err, ConnectError::TlsCertificate { .. }),
             "{mode}: {err:?}"
@@ -177,8 +185,8 @@ async fn a_server_certificate_that_fails_verification_stalls_and_require_still_e
             err.to_string(),
             format!(
                 "the certificate of PostgreSQL at 127.0.0.1:{port} failed verification \
-                 (sslmode={mode}): check the CA bundle (the Secret's ca.crt) and that the \
-                 certificate names the host"
+                 (sslmode={mode}): check the CA bundle (the key sslrootcert names, else the \
+                 Secret's ca.crt) and that the certificate names the host"
             )
         );
     }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use boxtable_operator::converge::{ConvergeError, Target};
 use boxtable_operator::db::pool::{Closed, Opened, PoolEvents};
-use boxtable_operator::db::{PoolSettings, SessionKey, SessionPool};
+use boxtable_operator::db::{Connection, PoolSettings, SessionKey, SessionPool};
 use boxtable_operator::migrate::runner::Withdrawal;
 use boxtable_operator::migrate::{Outcome, Plan, RunError};
 use boxtable_operator::pass::{self, DriftCheck};
@@ -76,10 +76,9 @@ fn pool(per_target: usize) -> (SessionPool, Arc<Counts>) {
 
 const SOURCE: &str = "test/shop-db/connectionString";
 
-fn target<'a>(url: &'a str, app: &'a str) -> Target<'a> {
+fn target<'a>(connection: &'a Connection, app: &'a str) -> Target<'a> {
     Target {
-        connection_string: url,
-        ca_pem: None,
+        connection,
         application_name: app,
         source: Some(SOURCE),
     }
@@ -98,11 +97,12 @@ async fn migrate_from(
     source: Option<&str>,
 ) -> Result<Outcome, ConvergeError> {
     let app = format!("boxtable-operator/test/{}", plan.table().table.as_str());
+    let connection = Connection::parse(url).unwrap();
     pass::migrate(
         pool,
         &Target {
             source,
-            ..target(url, &app)
+            ..target(&connection, &app)
         },
         plan,
         &CancellationToken::new(),
@@ -156,9 +156,10 @@ async fn passes_wait_for_a_free_session_and_never_open_more_than_the_bound() {
                 seen.lock().unwrap().push(n);
                 Ok::<(), Withdrawal>(())
             };
+            let connection = Connection::parse(url).unwrap();
             pass::migrate(
                 pool,
-                &target(url, &app),
+                &target(&connection, &app),
                 &plan,
                 &CancellationToken::new(),
                 |_| (),
@@ -236,7 +237,10 @@ async fn a_step_failing_under_the_lock_closes_the_session_and_leaves_no_advisory
     };
     let error = pass::migrate(
         &pool,
-        &target(&db.url, "boxtable-operator/test/outbox"),
+        &target(
+            &Connection::parse(&db.url).unwrap(),
+            "boxtable-operator/test/outbox",
+        ),
         &plan,
         &CancellationToken::new(),
         |_| (),
@@ -273,7 +277,10 @@ async fn a_withdrawn_run_closes_its_session_and_leaves_no_advisory_lock() {
     let (pool, counts) = pool(2);
     let error = pass::migrate(
         &pool,
-        &target(&db.url, "boxtable-operator/test/outbox"),
+        &target(
+            &Connection::parse(&db.url).unwrap(),
+            "boxtable-operator/test/outbox",
+        ),
         &outbox("outbox").build(),
         &CancellationToken::new(),
         |_| (),
@@ -312,7 +319,7 @@ async fn a_session_handed_back_inside_a_transaction_or_holding_an_advisory_lock_
     let db = support::fresh_db().await;
     let observer = db.connect().await;
     let (pool, counts) = pool(2);
-    let key = SessionKey::new(&db.url, None).unwrap();
+    let key = SessionKey::of(&Connection::parse(&db.url).unwrap());
     let cancel = CancellationToken::new();
     for left_behind in ["BEGIN", "SELECT pg_advisory_lock(74726, 1)"] {
         let mut lent = pool
@@ -339,7 +346,7 @@ async fn a_session_handed_back_inside_a_transaction_or_holding_an_advisory_lock_
 async fn a_pass_waiting_for_a_free_session_returns_when_cancelled() {
     let db = support::fresh_db().await;
     let (pool, counts) = pool(1);
-    let key = SessionKey::new(&db.url, None).unwrap();
+    let key = SessionKey::of(&Connection::parse(&db.url).unwrap());
     let never = CancellationToken::new();
     let held = pool
         .checkout(&key, None, "boxtable-operator/test/held", &never)
@@ -478,7 +485,7 @@ async fn closing_the_pool_ends_its_idle_sessions_and_those_handed_back_later() {
     let db = support::fresh_db().await;
     let observer = db.connect().await;
     let (pool, counts) = pool(2);
-    let key = SessionKey::new(&db.url, None).unwrap();
+    let key = SessionKey::of(&Connection::parse(&db.url).unwrap());
     let cancel = CancellationToken::new();
     migrate(&pool, &db.url, &outbox("outbox").build())
         .await

@@ -147,8 +147,8 @@ async fn role_timeouts_do_not_break_a_long_lock_wait() {
     let url = hostile_role(&db, &client).await;
     let holder = db.connect().await;
     hold_brighter_lock(&holder, "outbox").await;
-    let settings = boxtable_operator::db::ConnectionSettings::parse(&url).unwrap();
-    let mut session = Session::connect(&settings, None, "boxtable-operator-test")
+    let connection = boxtable_operator::db::Connection::parse(&url).unwrap();
+    let mut session = Session::connect(&connection, "boxtable-operator-test")
         .await
         .unwrap();
     let shown: String = session

@@ -174,7 +174,7 @@ impl SessionPool {
             }
         }
         let session = tokio::select! {
-            session = Session::connect(key.settings(), key.ca_pem(), application_name) => {
+            session = Session::connect(key.connection(), application_name) => {
                 session.map_err(CheckoutError::Connect)?
             }
             () = cancel.cancelled() => return Err(CheckoutError::Cancelled),

@@ -1,6 +1,8 @@
 //! Private PostgreSQL clusters for scenarios that restart or replicate a server, or need TLS:
 //! started with the binaries `scripts/pg.sh` found (`PG_BIN`, run as `PG_OWNER`), trust
-//! authentication on 127.0.0.1, stopped and deleted on drop.
+//! authentication on 127.0.0.1 (or, for [`Cluster::primary_with_client_auth`], `hostssl` rules
+//! with client certificates and SCRAM), stopped and deleted on drop. Certificates are made with
+//! `openssl` ([`Pki`]).
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -17,6 +19,141 @@ pub struct Cluster {
     owner: Option<String>,
     /// Whether the server offers TLS (`ssl = on` with a self-signed certificate).
     tls: bool,
+    /// The CA file the server checks client certificates against (`ssl_ca_file`), if any.
+    client_ca: Option<PathBuf>,
+}
+
+/// The roles of [`Cluster::primary_with_client_auth`] and how `pg_hba.conf` lets each in (over
+/// TLS only, from 127.0.0.1): `bt_cert` with a client certificate alone (`cert`), `bt_scram` with
+/// its password (`scram-sha-256`, [`SCRAM_PASSWORD`]), `bt_both` with both (`scram-sha-256
+/// clientcert=verify-full`); `postgres` without authentication (`trust`), over TLS or not.
+pub const CLIENT_AUTH_HBA: &str = "local all all trust\n\
+    hostssl all bt_cert 127.0.0.1/32 cert\n\
+    hostssl all bt_scram 127.0.0.1/32 scram-sha-256\n\
+    hostssl all bt_both 127.0.0.1/32 scram-sha-256 clientcert=verify-full\n\
+    host all postgres 127.0.0.1/32 trust\n\
+    host all all 127.0.0.1/32 reject\n";
+
+/// The password of `bt_scram` and `bt_both`.
+pub const SCRAM_PASSWORD: &str = "Scram-Pw-7c1e";
+
+/// A private certificate authority made with `openssl` in a directory of its own: its certificate,
+/// and certificates it issues (EC P-256, valid two days).
+pub struct Pki {
+    dir: tempfile::TempDir,
+}
+
+fn openssl(args: &[&str], dir: &std::path::Path) {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "openssl {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+impl Pki {
+    /// A new CA named `name`.
+    pub fn new(name: &str) -> Self {
+        let dir = tempfile::Builder::new()
+            .prefix("boxtable-pki")
+            .tempdir()
+            .unwrap();
+        let subject = format!("/CN={name}");
+        openssl(
+            &[
+                "req",
+                "-x509",
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:prime256v1",
+                "-nodes",
+                "-days",
+                "2",
+                "-subj",
+                &subject,
+                "-keyout",
+                "ca.key",
+                "-out",
+                "ca.crt",
+            ],
+            dir.path(),
+        );
+        Self { dir }
+    }
+
+    /// The CA's certificate (PEM).
+    pub fn ca(&self) -> Vec<u8> {
+        std::fs::read(self.dir.path().join("ca.crt")).unwrap()
+    }
+
+    /// A certificate for common name `cn` (with `subjectAltName` `san` when given), signed by
+    /// this CA: the paths of its PEM certificate and unencrypted key.
+    pub fn issue_files(&self, cn: &str, san: Option<&str>) -> (PathBuf, PathBuf) {
+        let dir = self.dir.path();
+        let (key, csr, crt, ext) = (
+            format!("{cn}.key"),
+            format!("{cn}.csr"),
+            format!("{cn}.crt"),
+            format!("{cn}.ext"),
+        );
+        let subject = format!("/CN={cn}");
+        openssl(
+            &[
+                "req",
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:prime256v1",
+                "-nodes",
+                "-subj",
+                &subject,
+                "-keyout",
+                &key,
+                "-out",
+                &csr,
+            ],
+            dir,
+        );
+        let mut extensions = String::from("basicConstraints=CA:FALSE\n");
+        if let Some(san) = san {
+            extensions.push_str(&format!("subjectAltName={san}\n"));
+        }
+        std::fs::write(dir.join(&ext), extensions).unwrap();
+        openssl(
+            &[
+                "x509",
+                "-req",
+                "-in",
+                &csr,
+                "-CA",
+                "ca.crt",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-days",
+                "2",
+                "-extfile",
+                &ext,
+                "-out",
+                &crt,
+            ],
+            dir,
+        );
+        (dir.join(crt), dir.join(key))
+    }
+
+    /// A client certificate for common name `cn` (a role name, for `cert` authentication): its
+    /// PEM certificate and unencrypted key.
+    pub fn client(&self, cn: &str) -> (Vec<u8>, Vec<u8>) {
+        let (crt, key) = self.issue_files(cn, None);
+        (std::fs::read(crt).unwrap(), std::fs::read(key).unwrap())
+    }
 }
 
 fn bin_dir() -> PathBuf {
@@ -137,6 +274,48 @@ impl Cluster {
         cluster
     }
 
+    /// A new primary that offers TLS with a certificate for `127.0.0.1` and `localhost` issued by
+    /// `pki`, checks client certificates against `pki`'s CA, and lets roles in as
+    /// [`CLIENT_AUTH_HBA`] says. The roles are created, `bt_scram` and `bt_both` with
+    /// [`SCRAM_PASSWORD`] (stored as SCRAM), each allowed to create tables in `public`.
+    pub async fn primary_with_client_auth(pki: &Pki) -> Self {
+        let mut cluster = Self::initialised(true);
+        let (crt, key) =
+            pki.issue_files("boxtable-test-server", Some("IP:127.0.0.1,DNS:localhost"));
+        let ca = cluster.data.join("root.crt");
+        std::fs::copy(crt, cluster.data.join("server.crt")).unwrap();
+        std::fs::copy(key, cluster.data.join("server.key")).unwrap();
+        std::fs::write(&ca, pki.ca()).unwrap();
+        std::fs::write(cluster.data.join("pg_hba.conf"), CLIENT_AUTH_HBA).unwrap();
+        for file in ["server.crt", "server.key", "root.crt", "pg_hba.conf"] {
+            let file = cluster.data.join(file);
+            if let Some(user) = &cluster.owner {
+                let ok = Command::new("chown").arg(user).arg(&file).status().unwrap();
+                assert!(ok.success(), "chown {user}");
+            }
+            let ok = Command::new("chmod")
+                .arg("600")
+                .arg(&file)
+                .status()
+                .unwrap();
+            assert!(ok.success(), "chmod 600");
+        }
+        cluster.client_ca = Some(ca);
+        cluster.start();
+        let admin = crate::support::connect(&cluster.url("postgres")).await;
+        admin
+            .batch_execute(&format!(
+                "SET password_encryption = 'scram-sha-256'; \
+                 CREATE ROLE bt_cert LOGIN; \
+                 CREATE ROLE bt_scram LOGIN PASSWORD '{SCRAM_PASSWORD}'; \
+                 CREATE ROLE bt_both LOGIN PASSWORD '{SCRAM_PASSWORD}'; \
+                 GRANT ALL ON SCHEMA public TO bt_cert, bt_scram, bt_both"
+            ))
+            .await
+            .unwrap();
+        cluster
+    }
+
     /// The server's certificate in PEM (only for [`Cluster::primary_with_tls`]).
     pub fn certificate(&self) -> Vec<u8> {
         std::fs::read(self.data.join("server.crt")).unwrap()
@@ -153,6 +332,7 @@ impl Cluster {
             bin,
             owner,
             tls,
+            client_ca: None,
         };
         cluster.run(
             "initdb",
@@ -184,6 +364,7 @@ impl Cluster {
             bin,
             owner,
             tls: false,
+            client_ca: None,
         };
         if !cluster.bin.join("pg_basebackup").exists() {
             cluster.copy_as_standby_of(primary);
@@ -260,13 +441,17 @@ impl Cluster {
     }
 
     fn options(&self) -> String {
-        format!(
+        let mut options = format!(
             "-c listen_addresses=127.0.0.1 -c port={} -c unix_socket_directories={} -c fsync=off \
              -c max_connections=50 -c shared_buffers=16MB -c ssl={}",
             self.port,
             self.root.path().display(),
             if self.tls { "on" } else { "off" }
-        )
+        );
+        if let Some(ca) = &self.client_ca {
+            options.push_str(&format!(" -c ssl_ca_file={}", ca.display()));
+        }
+        options
     }
 
     /// Starts the server and waits until it accepts connections.
