@@ -88,7 +88,8 @@ pub fn plan(spec: &BoxTableSpec) -> Result<Plan, PlanError> {
     };
     let ddl_spec = spec.ddl.clone().unwrap_or_default();
     let ddl = DdlTimeouts {
-        lock_timeout: ddl_field("ddl.lockTimeout", ddl_spec.lock_timeout.as_ref())?,
+        lock_timeout: ddl_field("ddl.lockTimeout", ddl_spec.lock_timeout.as_ref())?
+            .or(DdlTimeouts::default().lock_timeout),
         statement_timeout: ddl_field("ddl.statementTimeout", ddl_spec.statement_timeout.as_ref())?,
     };
     Ok(plan
@@ -194,6 +195,12 @@ mod tests {
         assert_eq!(plan.target(), 8);
         assert_eq!(plan.lock_timeout(), Duration::from_secs(30));
         assert_eq!(plan.ddl(), DdlTimeouts::default());
+        assert_eq!(
+            plan.ddl().lock_timeout,
+            Some(Duration::from_secs(10)),
+            "a table lock is never waited for without a limit"
+        );
+        assert_eq!(plan.ddl().statement_timeout, None);
     }
 
     #[test]
@@ -313,6 +320,11 @@ mod tests {
             drop.lock_timeout(),
             Duration::from_secs(30),
             "the default wait"
+        );
+        assert_eq!(
+            drop.ddl().lock_timeout,
+            Some(Duration::from_secs(10)),
+            "a drop waits for its table lock no longer than a migration"
         );
         assert!(teardown_plan(&outbox().table("bad name").0, None).is_err());
     }

@@ -9,6 +9,8 @@ pub const SQLSTATE_PERMISSION_DENIED: &str = "42501";
 pub const SQLSTATE_SCHEMA_NOT_FOUND: &str = "3F000";
 /// SQLSTATE `read_only_sql_transaction` (a hot standby, or `default_transaction_read_only`).
 pub const SQLSTATE_READ_ONLY: &str = "25006";
+/// SQLSTATE `lock_not_available`: a statement waited `lock_timeout` for a lock and gave up.
+pub const SQLSTATE_LOCK_NOT_AVAILABLE: &str = "55P03";
 
 /// SQLSTATEs that end the session: `admin_shutdown` (`pg_terminate_backend`, a fast shutdown),
 /// `crash_shutdown` and `cannot_connect_now`; and class 08, connection exceptions.
@@ -144,6 +146,23 @@ pub enum RunError {
         #[source]
         source: tokio_postgres::Error,
     },
+    /// A statement of the transaction waited `lock_timeout` for a lock on the table that another
+    /// transaction holds, and gave up; the transaction was rolled back.
+    #[error(
+        "{operation} for {table} waited {} for a lock on the table that another transaction holds (lock_timeout, spec.ddl.lockTimeout) and was rolled back; it is retried: end that transaction, or raise spec.ddl.lockTimeout",
+        crate::duration::format_duration(*waited)
+    )]
+    TableLockTimeout {
+        /// What was being done (`applying migration V5 (...)`).
+        operation: String,
+        /// The table.
+        table: String,
+        /// The `lock_timeout` that ran out.
+        waited: std::time::Duration,
+        /// The database error.
+        #[source]
+        source: tokio_postgres::Error,
+    },
     /// Another query of the run failed.
     #[error("{operation} for {table} failed")]
     Query {
@@ -227,7 +246,9 @@ impl RunError {
     /// The bounded reason used in conditions, events and metrics.
     pub fn reason(&self) -> Reason {
         match self {
-            RunError::Catalog(_) | RunError::MigrationFailed { .. } => Reason::MigrationFailed,
+            RunError::Catalog(_)
+            | RunError::MigrationFailed { .. }
+            | RunError::TableLockTimeout { .. } => Reason::MigrationFailed,
             RunError::NotABrighterTable { .. } => Reason::NotABrighterTable,
             RunError::UnknownSchemaVersion { .. } | RunError::InvalidHistoryVersion { .. } => {
                 Reason::UnknownSchemaVersion
@@ -290,6 +311,41 @@ impl RunError {
                 table: table.to_string(),
             },
             _ => otherwise(source),
+        }
+    }
+
+    /// This error as a [`RunError::TableLockTimeout`] when its database error is
+    /// `lock_not_available` and `lock_timeout` was set to `waited`; else unchanged.
+    pub(crate) fn with_table_lock_timeout(self, waited: Option<std::time::Duration>) -> RunError {
+        let Some(waited) = waited else {
+            return self;
+        };
+        let timed_out = |source: &tokio_postgres::Error| {
+            source.as_db_error().map(|db| db.code().code()) == Some(SQLSTATE_LOCK_NOT_AVAILABLE)
+        };
+        match self {
+            RunError::MigrationFailed {
+                table,
+                version,
+                description,
+                source,
+            } if timed_out(&source) => RunError::TableLockTimeout {
+                operation: format!("migration V{version} ({description})"),
+                table,
+                waited,
+                source,
+            },
+            RunError::Query {
+                operation,
+                table,
+                source,
+            } if timed_out(&source) => RunError::TableLockTimeout {
+                operation: operation.to_owned(),
+                table,
+                waited,
+                source,
+            },
+            other => other,
         }
     }
 

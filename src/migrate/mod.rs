@@ -82,12 +82,31 @@ pub enum HistoryScope {
 }
 
 /// PostgreSQL timeouts for the migration transaction (`SET LOCAL`), distinct from the lock wait.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// The default sets `lock_timeout` to [`DEFAULT_DDL_LOCK_TIMEOUT`] and leaves `statement_timeout`
+/// to the role's or server's setting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DdlTimeouts {
     /// `lock_timeout` for the DDL statements.
     pub lock_timeout: Option<Duration>,
     /// `statement_timeout` for the DDL statements.
     pub statement_timeout: Option<Duration>,
+}
+
+/// How long a migration statement waits for a table lock when the spec sets no
+/// `ddl.lockTimeout`. Without a limit, a transaction that holds a lock on the table (an open
+/// `BEGIN` in an application, a long report) would keep the migration, and every query on the
+/// table queued behind its `ALTER TABLE`, waiting for as long as it lasts. Ten seconds is long
+/// enough for the short transactions of a Brighter application to finish; a longer holder fails
+/// the run (rolled back, retried with backoff) instead of stalling the table.
+pub const DEFAULT_DDL_LOCK_TIMEOUT: Duration = Duration::from_secs(10);
+
+impl Default for DdlTimeouts {
+    fn default() -> Self {
+        Self {
+            lock_timeout: Some(DEFAULT_DDL_LOCK_TIMEOUT),
+            statement_timeout: None,
+        }
+    }
 }
 
 /// Why a [`Plan`] cannot be built: the two combinations the catalog does not have.

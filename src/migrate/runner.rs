@@ -363,6 +363,7 @@ pub(super) async fn locked<T>(
             }
         }
         Err(error) => {
+            let error = error.with_table_lock_timeout(plan.ddl().lock_timeout);
             if session.is_closed() {
                 return Err(error);
             }
