@@ -75,7 +75,13 @@ pub(super) async fn cleanup(
     };
     let app = application_name(&pass.namespace, &pass.name);
     let source = secret_source(bt, &pass.namespace);
-    let target = target(&secret, &app, &source);
+    let target = match target(&secret, &app, &source) {
+        Ok(target) => target,
+        Err(error) => {
+            let hint = "correct the secret, or set spec.deletionPolicy to Retain to delete without dropping";
+            return keep_failed(pass, &plan, &chain(error), hint, None).await;
+        }
+    };
     let request = DropRequest {
         owner: owner_of(bt, &pass.namespace, &ctx.cluster_name),
         consent: consented(bt, &plan),

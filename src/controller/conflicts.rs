@@ -13,7 +13,7 @@
 use kube::ResourceExt;
 
 use crate::crd::{BoxTable, BoxTableSpec};
-use crate::db::ConnectionSettings;
+use crate::db::Connection;
 use crate::plan;
 
 /// Where a BoxTable's table lives, for conflict purposes.
@@ -28,7 +28,7 @@ pub enum Database {
         /// Database name (libpq's default: the user name).
         database: String,
     },
-    /// A connection string that does not parse: its Secret key stands for it.
+    /// A Secret that gives no connection: its Secret key stands for it.
     SecretKey {
         /// Namespace.
         namespace: String,
@@ -40,18 +40,18 @@ pub enum Database {
 }
 
 impl Database {
-    /// The database `connection_string` (read for `bt`) points at.
-    pub fn of(bt: &BoxTable, connection_string: &str) -> Self {
-        match ConnectionSettings::parse(connection_string) {
-            Ok(settings) => match settings.endpoints().into_iter().next() {
-                Some((host, port)) => Database::Server {
-                    host: host.to_ascii_lowercase(),
-                    port,
-                    database: settings.dbname().unwrap_or(settings.user()).to_owned(),
-                },
-                None => Self::secret_key(bt),
+    /// The database `connection` (read for `bt`) points at; `None` when its Secret gives none.
+    pub fn of(bt: &BoxTable, connection: Option<&Connection>) -> Self {
+        let Some(settings) = connection.map(Connection::settings) else {
+            return Self::secret_key(bt);
+        };
+        match settings.endpoints().into_iter().next() {
+            Some((host, port)) => Database::Server {
+                host: host.to_ascii_lowercase(),
+                port,
+                database: settings.dbname().unwrap_or(settings.user()).to_owned(),
             },
-            Err(_) => Self::secret_key(bt),
+            None => Self::secret_key(bt),
         }
     }
 
@@ -59,7 +59,7 @@ impl Database {
         Database::SecretKey {
             namespace: bt.namespace().unwrap_or_default(),
             secret: bt.spec.database.secret_ref.name.clone(),
-            key: bt.spec.database.secret_ref.key.clone(),
+            key: bt.spec.database.secret_ref.key().to_owned(),
         }
     }
 }
@@ -185,18 +185,19 @@ mod tests {
     #[test]
     fn connection_strings_of_every_form_name_the_same_database() {
         let bt = boxtable("orders", 10, None);
+        let of = |s: &str| Database::of(&bt, Some(&Connection::parse(s).unwrap()));
         let forms = [
             "postgres://app:secret@DB:5432/shop?sslmode=require",
             "host=db dbname=shop user=other password=x",
             "Host=db;Port=5432;Database=shop;Username=app;Password=y",
         ];
         for form in forms {
-            assert_eq!(Database::of(&bt, form), shop(), "{form}");
+            assert_eq!(of(form), shop(), "{form}");
         }
-        assert_ne!(Database::of(&bt, "postgres://app@db:5433/shop"), shop());
-        assert_ne!(Database::of(&bt, "postgres://app@db/billing"), shop());
+        assert_ne!(of("postgres://app@db:5433/shop"), shop());
+        assert_ne!(of("postgres://app@db/billing"), shop());
         assert_eq!(
-            Database::of(&bt, "host=db user=shop"),
+            of("host=db user=shop"),
             shop(),
             "libpq's default database is the user name"
         );

@@ -12,7 +12,7 @@ use tracing::Instrument;
 use super::backoff::Backoff;
 use super::schedule::Schedule;
 use super::secret_guard::{GuardError, Holds};
-use super::secrets::{self, DatabaseSecret, SecretError};
+use super::secrets::{self, DatabaseSecret, SecretError, SourceError};
 use crate::converge::Target;
 use crate::crd::{BoxTable, FINALIZER};
 use crate::migrate::ownership::Owner;
@@ -96,17 +96,16 @@ pub enum ReconcileError {
 /// Reads the Secret `bt` references (one GET per new resourceVersion), in a span naming it.
 ///
 /// # Errors
-/// [`SecretError`] when it is missing, lacks the key, is not selected or cannot be read.
+/// [`SecretError`] when it is missing, is not selected or cannot be read.
 pub(super) async fn read_secret(
     bt: &BoxTable,
     ctx: &Context,
     namespace: &str,
-) -> Result<DatabaseSecret, SecretError> {
-    let secret_ref = &bt.spec.database.secret_ref;
+) -> Result<Arc<DatabaseSecret>, SecretError> {
     // The span names the Secret, never what it holds.
-    let span = tracing::info_span!("read_secret", secret = %secret_ref.name);
+    let span = tracing::info_span!("read_secret", secret = %bt.spec.database.secret_ref.name);
     ctx.secrets
-        .read(namespace, &secret_ref.name, &secret_ref.key)
+        .read(namespace, &bt.spec.database)
         .instrument(span)
         .await
 }
@@ -128,22 +127,28 @@ pub(super) fn application_name(namespace: &str, name: &str) -> String {
 }
 
 /// Where a BoxTable's table lives, from its Secret (`source`, see [`secret_source`]).
+///
+/// # Errors
+/// The [`SourceError`] when the Secret does not give a connection (a missing key, an invalid
+/// connection string): the BoxTable stalls with its reason.
 pub(super) fn target<'a>(
     secret: &'a DatabaseSecret,
     application_name: &'a str,
     source: &'a str,
-) -> Target<'a> {
-    Target {
-        connection_string: &secret.connection_string,
-        ca_pem: secret.ca_pem.as_deref(),
+) -> Result<Target<'a>, &'a SourceError> {
+    Ok(Target {
+        connection: secret.connection.as_ref()?,
         application_name,
         source: Some(source),
-    }
+    })
 }
 
-/// The Secret and key a BoxTable reads its connection string from, as the session pool's source:
-/// when its contents change, the sessions opened with the previous ones are closed.
+/// The Secret and keys a BoxTable reads its connection from, as the session pool's source: when
+/// its contents change, the sessions opened with the previous ones are closed.
 pub(super) fn secret_source(bt: &BoxTable, namespace: &str) -> String {
     let secret_ref = &bt.spec.database.secret_ref;
-    format!("{namespace}/{}/{}", secret_ref.name, secret_ref.key)
+    match &secret_ref.keys {
+        Some(_) => format!("{namespace}/{}/(keys)", secret_ref.name),
+        None => format!("{namespace}/{}/{}", secret_ref.name, secret_ref.key()),
+    }
 }

@@ -149,8 +149,7 @@ pub fn error_policy(bt: Arc<BoxTable>, error: &ReconcileError, ctx: Arc<Context>
 
 pub(super) fn secret_failure(error: &SecretError) -> Option<Observed> {
     let reason = match error {
-        SecretError::Missing { .. } | SecretError::MissingKey { .. } => Reason::SecretNotFound,
-        SecretError::NotText { .. } => Reason::InvalidConnectionString,
+        SecretError::Missing { .. } => Reason::SecretNotFound,
         SecretError::NotSelected { .. } => Reason::SecretNotSelected,
         SecretError::Read { .. } => return None,
     };
@@ -206,7 +205,18 @@ async fn apply(
     }
     let app = application_name(&pass.namespace, &pass.name);
     let source = secret_source(bt, &pass.namespace);
-    let target = target(&secret, &app, &source);
+    let target = match target(&secret, &app, &source) {
+        Ok(target) => target,
+        Err(error) => {
+            tracing::warn!(table = %plan.table(), reason = %error.reason(), error = %chain(error), "the secret gives no usable connection");
+            let observed = Observed::Failed {
+                reason: error.reason(),
+                message: chain(error),
+                lock: None,
+            };
+            return pass.finish(Some(&plan), observed).await;
+        }
+    };
     if bt.spec.suspend {
         let observed =
             crate::pass::observe_suspended(&ctx.sessions, &target, &plan, &ctx.shutdown).await;
@@ -224,13 +234,13 @@ async fn conflicting_owner(
     ctx: &Context,
     secret: &DatabaseSecret,
 ) -> Option<String> {
-    let mine = conflicts::Database::of(bt, &secret.connection_string);
+    let mine = conflicts::Database::of(bt, secret.connection.as_ref().ok());
     let everyone = ctx.store.state();
     let mut databases = std::collections::HashMap::new();
     for other in conflicts::seniors(bt, everyone.iter().map(AsRef::as_ref)) {
         let namespace = other.namespace().unwrap_or_default();
         if let Ok(theirs) = read_secret(other, ctx, &namespace).await {
-            let database = conflicts::Database::of(other, &theirs.connection_string);
+            let database = conflicts::Database::of(other, theirs.connection.as_ref().ok());
             let same = database == mine;
             databases.insert(other.uid(), database);
             if same {

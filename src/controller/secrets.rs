@@ -1,13 +1,15 @@
-//! Reading a BoxTable's connection string (and optional CA bundle) from its Secret, with as
-//! little access to Secrets as that needs.
+//! Reading a BoxTable's connection (its connection string or separate keys, and the PEM files
+//! they name) from its Secret, with as little access to Secrets as that needs.
 //!
 //! The operator never lists or watches Secrets with their contents. A metadata-only watch
 //! (`PartialObjectMeta`: names, labels, finalizers, resourceVersions, no data) tells it when a
-//! Secret changes; a Secret's contents are read with one GET when a pass uses it, and kept,
-//! keyed by its resourceVersion: a pass on an unchanged Secret reads nothing, a rotated one (a new
-//! resourceVersion in the watch) is read again. With `--secret-label-selector` the watch sees only
-//! the Secrets with those labels, and a referenced Secret without them is refused with a clear
-//! status ([`SecretError::NotSelected`]) rather than read behind the watch's back.
+//! Secret changes; a Secret's contents are read with one GET when a pass uses it, and only what
+//! the connection uses is kept (the parsed [`Connection`], keyed by the Secret's resourceVersion
+//! and the BoxTable's `spec.database`): a pass on an unchanged Secret reads nothing, a rotated one
+//! (a new resourceVersion in the watch) is read again. The rest of the Secret is zeroed and
+//! dropped once read. With `--secret-label-selector` the watch sees only the Secrets with those
+//! labels, and a referenced Secret without them is refused with a clear status
+//! ([`SecretError::NotSelected`]) rather than read behind the watch's back.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -16,62 +18,38 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ListParams};
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{ObjectRef, Store};
+use zeroize::Zeroize;
 
-pub use crate::source::CA_KEY;
-use crate::source::lookup;
+use crate::crd::DatabaseSpec;
+use crate::db::Connection;
+pub use crate::source::{CA_KEY, SourceError};
 
 /// A Secret as the metadata watch sees it (no data).
 pub type SecretMetadata = PartialObjectMeta<Secret>;
 
-/// What a BoxTable's Secret provides.
-#[derive(Clone)]
+/// What a BoxTable's Secret provides. `Debug` never shows a password (see [`Connection`]).
+#[derive(Clone, Debug)]
 pub struct DatabaseSecret {
-    /// The connection string (never logged).
-    pub connection_string: String,
-    /// The CA bundle, when the Secret has `ca.crt`.
-    pub ca_pem: Option<Vec<u8>>,
+    /// The connection the Secret describes for the BoxTable, or why it does not.
+    pub connection: Result<Connection, SourceError>,
     /// The Secret's finalizers.
     pub finalizers: Vec<String>,
     /// Whether the Secret is being deleted (it stays readable while a finalizer holds it).
     pub deleting: bool,
 }
 
-/// Why the connection string could not be read.
+/// Why the Secret could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum SecretError {
     /// The Secret does not exist.
-    #[error(
-        "secret {namespace}/{name} not found; create it with a {key:?} key holding the connection string"
-    )]
+    #[error("secret {namespace}/{name} not found; create it with {holding}")]
     Missing {
         /// Namespace.
         namespace: String,
         /// Secret name.
         name: String,
-        /// The expected key.
-        key: String,
-    },
-    /// The Secret exists without the key.
-    #[error(
-        "secret {namespace}/{name} has no key {key:?}; add the connection string under that key or set spec.database.secretRef.key"
-    )]
-    MissingKey {
-        /// Namespace.
-        namespace: String,
-        /// Secret name.
-        name: String,
-        /// The missing key.
-        key: String,
-    },
-    /// The value is not UTF-8.
-    #[error("secret {namespace}/{name} key {key:?} is not UTF-8 text")]
-    NotText {
-        /// Namespace.
-        namespace: String,
-        /// Secret name.
-        name: String,
-        /// The key.
-        key: String,
+        /// The keys it should have.
+        holding: String,
     },
     /// `--secret-label-selector` is set and the Secret does not match it: the operator does not
     /// watch it, so it would never see the Secret change.
@@ -105,8 +83,18 @@ pub struct SecretReader {
     client: kube::Client,
     watched: Store<SecretMetadata>,
     label_selector: Option<String>,
-    read: Mutex<HashMap<(String, String), Arc<Secret>>>,
+    read: Mutex<HashMap<(String, String), Known>>,
 }
+
+/// What was read from one Secret at one resourceVersion: a connection per `spec.database` that
+/// asked for it (BoxTables may read different keys of one Secret).
+struct Known {
+    resource_version: Option<String>,
+    read: Vec<(DatabaseSpec, Arc<DatabaseSecret>)>,
+}
+
+/// The most `spec.database` variants kept per Secret; past it the oldest goes.
+const MAX_READS_PER_SECRET: usize = 8;
 
 impl SecretReader {
     /// A reader for the Secrets `watched` (the metadata watch's cache) shows, selected by
@@ -124,35 +112,25 @@ impl SecretReader {
         }
     }
 
-    /// Reads `key` (and `ca.crt`) from Secret `namespace/name`: from what was read before when
-    /// the metadata watch shows the same resourceVersion, else with one GET.
+    /// Reads the connection `database` describes from Secret `namespace/name`: from what was read
+    /// before when the metadata watch shows the same resourceVersion, else with one GET.
     ///
     /// # Errors
-    /// [`SecretError`] naming the Secret and key; the value itself never appears.
+    /// [`SecretError`] naming the Secret; the value itself never appears. A Secret that exists
+    /// but does not give a connection is not an error here: see [`DatabaseSecret::connection`].
     pub async fn read(
         &self,
         namespace: &str,
-        name: &str,
-        key: &str,
-    ) -> Result<DatabaseSecret, SecretError> {
-        let secret = self.secret(namespace, name, key).await?;
-        extract(&secret, namespace, name, key)
-    }
-
-    async fn secret(
-        &self,
-        namespace: &str,
-        name: &str,
-        key: &str,
-    ) -> Result<Arc<Secret>, SecretError> {
+        database: &DatabaseSpec,
+    ) -> Result<Arc<DatabaseSecret>, SecretError> {
+        let name = database.secret_ref.name.as_str();
         let cache_key = (namespace.to_owned(), name.to_owned());
         let seen = self
             .watched
             .get(&ObjectRef::new(name).within(namespace))
             .and_then(|meta| meta.metadata.resource_version.clone());
         if let Some(version) = &seen
-            && let Some(known) = self.known(&cache_key)
-            && known.metadata.resource_version.as_ref() == Some(version)
+            && let Some(known) = self.known(&cache_key, version, database)
         {
             return Ok(known);
         }
@@ -162,12 +140,12 @@ impl SecretReader {
             source,
         };
         let api: Api<Secret> = Api::namespaced(self.client.clone(), namespace);
-        let Some(secret) = api.get_opt(name).await.map_err(read_error)? else {
+        let Some(mut secret) = api.get_opt(name).await.map_err(read_error)? else {
             self.forget(&cache_key);
             return Err(SecretError::Missing {
                 namespace: namespace.to_owned(),
                 name: name.to_owned(),
-                key: key.to_owned(),
+                holding: holding(database),
             });
         };
         if let (Some(selector), None) = (self.label_selector.as_deref(), &seen) {
@@ -178,6 +156,7 @@ impl SecretReader {
                 .fields(&format!("metadata.name={name}"));
             let selected = api.list_metadata(&params).await.map_err(read_error)?;
             if selected.items.is_empty() {
+                zero(&mut secret);
                 self.forget(&cache_key);
                 return Err(SecretError::NotSelected {
                     namespace: namespace.to_owned(),
@@ -186,15 +165,58 @@ impl SecretReader {
                 });
             }
         }
-        let secret = Arc::new(secret);
-        if let Ok(mut read) = self.read.lock() {
-            read.insert(cache_key, secret.clone());
-        }
-        Ok(secret)
+        let read = Arc::new(DatabaseSecret {
+            connection: crate::source::connection(&secret, database),
+            finalizers: secret.metadata.finalizers.clone().unwrap_or_default(),
+            deleting: secret.metadata.deletion_timestamp.is_some(),
+        });
+        let version = secret.metadata.resource_version.clone();
+        zero(&mut secret);
+        self.remember(cache_key, version, database, &read);
+        Ok(read)
     }
 
-    fn known(&self, key: &(String, String)) -> Option<Arc<Secret>> {
-        self.read.lock().ok()?.get(key).cloned()
+    fn known(
+        &self,
+        key: &(String, String),
+        version: &str,
+        database: &DatabaseSpec,
+    ) -> Option<Arc<DatabaseSecret>> {
+        let read = self.read.lock().ok()?;
+        let known = read.get(key)?;
+        if known.resource_version.as_deref() != Some(version) {
+            return None;
+        }
+        known
+            .read
+            .iter()
+            .find(|(spec, _)| spec == database)
+            .map(|(_, secret)| Arc::clone(secret))
+    }
+
+    fn remember(
+        &self,
+        key: (String, String),
+        version: Option<String>,
+        database: &DatabaseSpec,
+        secret: &Arc<DatabaseSecret>,
+    ) {
+        let Ok(mut read) = self.read.lock() else {
+            return;
+        };
+        let known = read.entry(key).or_insert_with(|| Known {
+            resource_version: version.clone(),
+            read: Vec::new(),
+        });
+        if known.resource_version != version {
+            known.resource_version = version;
+            known.read.clear();
+        }
+        known.read.retain(|(spec, _)| spec != database);
+        if known.read.len() >= MAX_READS_PER_SECRET {
+            known.read.remove(0);
+        }
+        known.read.push((database.clone(), Arc::clone(secret)));
     }
 
     fn forget(&self, key: &(String, String)) {
@@ -204,26 +226,30 @@ impl SecretReader {
     }
 }
 
-fn extract(
-    secret: &Secret,
-    namespace: &str,
-    name: &str,
-    key: &str,
-) -> Result<DatabaseSecret, SecretError> {
-    let value = lookup(secret, key).ok_or_else(|| SecretError::MissingKey {
-        namespace: namespace.to_owned(),
-        name: name.to_owned(),
-        key: key.to_owned(),
-    })?;
-    let connection_string = String::from_utf8(value).map_err(|_| SecretError::NotText {
-        namespace: namespace.to_owned(),
-        name: name.to_owned(),
-        key: key.to_owned(),
-    })?;
-    Ok(DatabaseSecret {
-        connection_string: connection_string.trim().to_owned(),
-        ca_pem: lookup(secret, CA_KEY),
-        finalizers: secret.metadata.finalizers.clone().unwrap_or_default(),
-        deleting: secret.metadata.deletion_timestamp.is_some(),
-    })
+/// The keys a Secret for `database` should have, for the message when it is missing.
+fn holding(database: &DatabaseSpec) -> String {
+    match &database.secret_ref.keys {
+        Some(keys) => format!(
+            "keys {:?} and {:?} (and optionally {:?}, {:?}, {:?}) holding the connection's parts",
+            keys.host, keys.user, keys.port, keys.dbname, keys.password
+        ),
+        None => format!(
+            "a {:?} key holding the connection string",
+            database.secret_ref.key()
+        ),
+    }
+}
+
+/// Zeroes every value of a Secret read from the API server before it is dropped.
+fn zero(secret: &mut Secret) {
+    for value in secret.data.iter_mut().flat_map(|data| data.values_mut()) {
+        value.0.zeroize();
+    }
+    for value in secret
+        .string_data
+        .iter_mut()
+        .flat_map(|data| data.values_mut())
+    {
+        value.zeroize();
+    }
 }

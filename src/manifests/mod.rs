@@ -442,7 +442,7 @@ mod tests {
             .unwrap();
         assert_eq!(bt.spec.schema, "public");
         assert_eq!(bt.spec.lock.timeout, "30s");
-        assert_eq!(bt.spec.database.secret_ref.key, "connectionString");
+        assert_eq!(bt.spec.database.secret_ref.key(), "connectionString");
     }
 
     #[test]

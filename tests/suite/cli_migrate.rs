@@ -333,5 +333,203 @@ async fn a_run_prints_the_drifted_condition_the_controller_writes_and_the_plan_r
     assert_eq!(
         plan[0]["plan"]["drift"]["message"], message,
         "the plan and the run report the same drift"
+
+/// The first printed result's reason and message.
+fn verdict(stdout: &str) -> (String, String) {
+    let doc = &statuses(stdout)[0];
+    (
+        doc["reason"].as_str().unwrap_or_default().to_owned(),
+        doc["message"].as_str().unwrap_or_default().to_owned(),
+    )
+}
+
+fn secret_manifest(pairs: &[(&str, &str)]) -> String {
+    let mut out = String::from(
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: shop-db\n  namespace: shop\nstringData:\n",
+    );
+    for (key, value) in pairs {
+        out.push_str(&format!("  {key}: {value:?}\n"));
+    }
+    out
+}
+
+#[test]
+fn seventeen_hosts_or_an_endless_connect_timeout_are_refused_before_connecting() {
+    let dir = tempfile::tempdir().unwrap();
+    let hosts = (0..17)
+        .map(|i| format!("h{i}.invalid"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let many = format!("postgres://app:pw@{hosts}/shop");
+    let endless = "postgres://app:pw@127.0.0.1:1/shop?connect_timeout=18446744073709551615";
+    let cases = [
+        (
+            many.as_str(),
+            "connection string lists 17 hosts; at most 16 are allowed",
+        ),
+        (
+            endless,
+            "invalid value for connect_timeout at byte 35: expected whole seconds from 0 to 60",
+        ),
+    ];
+    for (url, says) in cases {
+        let outbox = write(dir.path(), "outbox.yaml", OUTBOX);
+        let out = migrate(&["-f", &outbox], Some(url)).output().unwrap();
+        let (stdout, stderr) = text(&out);
+        assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+        let (reason, message) = verdict(&stdout);
+        assert_eq!(reason, "InvalidConnectionString", "{message}");
+        assert_eq!(message, format!("invalid connection string: {says}"));
+
+        let secret = secret_manifest(&[("connectionString", url)]);
+        let file = write(dir.path(), "all.yaml", &format!("{secret}---\n{OUTBOX}"));
+        let out = migrate(&["-f", &file], None).output().unwrap();
+        let (stdout, stderr) = text(&out);
+        assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+        let (reason, message) = verdict(&stdout);
+        assert_eq!(reason, "InvalidConnectionString", "{message}");
+        assert_eq!(
+            message,
+            format!(
+                "invalid connection string in secret shop/shop-db key \"connectionString\": {says}"
+            )
+        );
+        assert!(!stdout.contains(":pw@") && !stderr.contains(":pw@"));
+    }
+}
+
+#[tokio::test]
+async fn a_secret_with_separate_keys_as_cloudnativepg_and_crossplane_write_them_reaches_the_database()
+ {
+    let db = support::fresh_db().await;
+    let settings = boxtable_operator::db::ConnectionSettings::parse(&db.url).unwrap();
+    let (host, port) = settings.endpoints()[0].clone();
+    let port = port.to_string();
+    let password = settings.password().unwrap().expose().to_owned();
+    let dir = tempfile::tempdir().unwrap();
+    // CloudNativePG's <cluster>-app Secret, read with every default key name.
+    let cnpg = secret_manifest(&[
+        ("host", &host),
+        ("port", &port),
+        ("dbname", &db.name),
+        ("user", settings.user()),
+        ("username", settings.user()),
+        ("password", &password),
+        ("uri", "postgresql://not-read"),
+        ("pgpass", "not-read"),
+    ]);
+    let cnpg_outbox = OUTBOX.replace(
+        "      name: shop-db\n",
+        "      name: shop-db\n      keys: {}\n    parameters:\n      sslmode: disable\n      connect_timeout: 5\n",
+    );
+    let file = write(
+        dir.path(),
+        "cnpg.yaml",
+        &format!("{cnpg}---\n{cnpg_outbox}"),
+    );
+    let out = migrate(&["-f", &file], None).output().unwrap();
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert_eq!(ready_reason(&statuses(&stdout)[0]).1, "Migrated");
+
+    // Crossplane's connection Secret: the host is `endpoint`, the user `username`.
+    let crossplane = secret_manifest(&[
+        ("endpoint", &host),
+        ("port", &port),
+        ("username", settings.user()),
+        ("password", &password),
+        ("database", &db.name),
+    ]);
+    let crossplane_inbox = OUTBOX.replace("box: Outbox", "box: Inbox").replace(
+        "      name: shop-db\n",
+        "      name: shop-db\n      keys:\n        host: endpoint\n        user: username\n        dbname: database\n",
+    );
+    let file = write(
+        dir.path(),
+        "crossplane.yaml",
+        &format!("{crossplane}---\n{crossplane_inbox}"),
+    );
+    let out = migrate(&["-f", &file], None).output().unwrap();
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert_eq!(ready_reason(&statuses(&stdout)[0]).1, "Migrated");
+}
+
+#[tokio::test]
+async fn a_table_locked_by_a_long_transaction_fails_the_migration_after_the_default_ddl_lock_timeout()
+ {
+    let db = support::fresh_db().await;
+    let client = db.connect().await;
+    support::migrate::outbox_at(&client, "public.outbox", 6, 1).await;
+    let holder = db.connect().await;
+    holder
+        .batch_execute("BEGIN; LOCK TABLE public.outbox IN ACCESS EXCLUSIVE MODE")
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(dir.path(), "outbox.yaml", OUTBOX);
+
+    let started = std::time::Instant::now();
+    let mut child = tokio::process::Command::from(migrate(&["-f", &file], Some(&db.url)));
+    let run = child.kill_on_drop(true).output();
+    let out = tokio::time::timeout(std::time::Duration::from_secs(60), run)
+        .await
+        .expect("the migration must give up waiting for the table lock")
+        .unwrap();
+    let took = started.elapsed();
+
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    let (reason, message) = verdict(&stdout);
+    assert_eq!(reason, "MigrationFailed", "{message}");
+    assert!(
+        message.starts_with(
+            "migration V7 (Add dataref, specversion columns) for public.outbox waited 10s for a lock on \
+             the table that another transaction holds (lock_timeout, spec.ddl.lockTimeout) and was \
+             rolled back; it is retried: end that transaction, or raise spec.ddl.lockTimeout"
+        ),
+        "{message}"
+    );
+    assert!(took >= std::time::Duration::from_secs(10), "{took:?}");
+    holder.batch_execute("ROLLBACK").await.unwrap();
+    assert_eq!(support::advisory_locks(&client).await, 0);
+}
+
+#[tokio::test]
+async fn with_a_database_url_sslrootcert_sslcert_and_sslkey_name_files_as_for_psql() {
+    use crate::support::reliability::cluster::{Cluster, Pki};
+    let pki = Pki::new("boxtable-test-ca");
+    let cluster = Cluster::primary_with_client_auth(&pki).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, key) = pki.client("bt_cert");
+    let ca = write(
+        dir.path(),
+        "root.crt",
+        &String::from_utf8(pki.ca()).unwrap(),
+    );
+    let cert = write(dir.path(), "bt_cert.crt", &String::from_utf8(cert).unwrap());
+    let key = write(dir.path(), "bt_cert.key", &String::from_utf8(key).unwrap());
+    let outbox = write(dir.path(), "outbox.yaml", OUTBOX);
+    let url = format!(
+        "postgres://bt_cert@127.0.0.1:{}/postgres?sslmode=verify-full&sslrootcert={ca}&sslcert={cert}&sslkey={key}",
+        cluster.port
+    );
+
+    let out = migrate(&["-f", &outbox], Some(&url)).output().unwrap();
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert_eq!(ready_reason(&statuses(&stdout)[0]).1, "Migrated");
+
+    let out = migrate(&["-f", &outbox, "--ca-file", &ca], Some(&url))
+        .output()
+        .unwrap();
+    let (stdout, _) = text(&out);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        verdict(&stdout),
+        (
+            "InvalidConnectionString".to_owned(),
+            "--ca-file and sslrootcert both name the CA bundle: give one".to_owned()
+        )
     );
 }

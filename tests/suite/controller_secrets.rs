@@ -12,6 +12,9 @@ use serde_json::json;
 
 use crate::support;
 use crate::support::controller::*;
+use boxtable_operator::crd::{
+    ChannelBindingParameter, ConnectionKeys, ConnectionParameters, SslModeParameter,
+};
 
 /// Long enough that no resync happens during a test: a pass then comes from a watch.
 const NO_RESYNC: Duration = Duration::from_secs(3600);
@@ -289,4 +292,149 @@ async fn two_boxtables_on_one_database_conflict_across_secrets() {
     h.apply(boxtable("orders-elsewhere").secret("other-db"))
         .await;
     h.wait_ready("orders-elsewhere").await;
+}
+
+/// The BoxTable's Stalled message once it says `says`.
+async fn stalled_saying(h: &Harness, reason: &str, says: &str) -> String {
+    let bt = h
+        .wait_for(
+            "orders",
+            &format!("Stalled ({reason}) saying {says:?}"),
+            |bt| {
+                is_stalled_with(bt, reason)
+                    && condition(bt.status.as_ref().unwrap(), "Stalled")
+                        .is_some_and(|c| c.message.contains(says))
+            },
+        )
+        .await;
+    condition(bt.status.as_ref().unwrap(), "Stalled")
+        .unwrap()
+        .message
+        .clone()
+}
+
+#[tokio::test]
+async fn seventeen_hosts_or_an_endless_connect_timeout_stall_saying_what_is_allowed() {
+    let hosts = (0..17)
+        .map(|i| format!("h{i}.invalid"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let h = Harness::builder()
+        .resync(NO_RESYNC)
+        .connection_string(&format!("postgres://app:Zq7-pw@{hosts}/shop"))
+        .start()
+        .await;
+    h.apply(boxtable("orders")).await;
+    let says = "connection string lists 17 hosts; at most 16 are allowed";
+    let message = stalled_saying(&h, "InvalidConnectionString", says).await;
+    assert!(
+        message.starts_with(&format!(
+            "invalid connection string in secret {}/{SECRET} key \"connectionString\": {says}",
+            h.namespace
+        )),
+        "{message}"
+    );
+
+    rotate(
+        &h,
+        "postgres://app:Zq7-pw@127.0.0.1:1/shop?connect_timeout=18446744073709551615",
+    )
+    .await;
+    let message = stalled_saying(
+        &h,
+        "InvalidConnectionString",
+        "invalid value for connect_timeout at byte 39: expected whole seconds from 0 to 60",
+    )
+    .await;
+    assert!(!message.contains("Zq7-pw"), "{message}");
+}
+
+#[tokio::test]
+async fn a_secret_with_separate_keys_as_cloudnativepg_writes_it_reaches_the_database() {
+    let h = Harness::builder().without_secret().start().await;
+    let config = h.db.config();
+    let host = match &config.get_hosts()[0] {
+        tokio_postgres::config::Host::Tcp(host) => host.clone(),
+        other => panic!("the test database is reached over TCP, not {other:?}"),
+    };
+    let port = config
+        .get_ports()
+        .first()
+        .copied()
+        .unwrap_or(5432)
+        .to_string();
+    let password = config.get_password().unwrap().to_vec();
+    h.create_secret_data(
+        SECRET,
+        &[
+            ("host", host.as_bytes()),
+            ("port", port.as_bytes()),
+            ("dbname", h.db.name.as_bytes()),
+            ("user", config.get_user().unwrap().as_bytes()),
+            ("password", &password),
+            ("uri", b"postgresql://not-read"),
+        ],
+    )
+    .await;
+    let parameters = ConnectionParameters {
+        sslmode: Some(SslModeParameter::Disable),
+        ..ConnectionParameters::default()
+    };
+    h.apply(boxtable("orders").separate_keys(ConnectionKeys::default(), parameters))
+        .await;
+    h.wait_ready("orders").await;
+    assert_eq!(h.history_versions("public", "outbox").await, vec![8]);
+}
+
+#[tokio::test]
+async fn a_boxtable_reaches_a_server_that_admits_it_by_client_certificate_and_channel_binding() {
+    use crate::support::reliability::cluster::{Cluster, Pki, SCRAM_PASSWORD};
+    let pki = Pki::new("boxtable-test-ca");
+    let cluster = Cluster::primary_with_client_auth(&pki).await;
+    let h = Harness::builder().without_secret().start().await;
+    let (cert, key) = pki.client("bt_both");
+    let port = cluster.port.to_string();
+    // bt_both needs its password (SCRAM, bound to TLS) and a certificate.
+    h.create_secret_data(
+        SECRET,
+        &[
+            ("host", b"127.0.0.1"),
+            ("port", port.as_bytes()),
+            ("dbname", b"postgres"),
+            ("user", b"bt_both"),
+            ("password", SCRAM_PASSWORD.as_bytes()),
+            ("ca.crt", &pki.ca()),
+            ("tls.crt", &cert),
+            ("tls.key", &key),
+        ],
+    )
+    .await;
+    let parameters = ConnectionParameters {
+        sslmode: Some(SslModeParameter::VerifyFull),
+        channel_binding: Some(ChannelBindingParameter::Require),
+        sslcert: Some("tls.crt".to_owned()),
+        sslkey: Some("tls.key".to_owned()),
+        ..ConnectionParameters::default()
+    };
+    h.apply(boxtable("orders").separate_keys(ConnectionKeys::default(), parameters))
+        .await;
+    h.wait_ready("orders").await;
+    let admin = support::connect(&cluster.url("postgres")).await;
+    let owner: String = admin
+        .query_one(
+            "SELECT tableowner::text FROM pg_tables WHERE schemaname = 'public' AND tablename = 'outbox'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(owner, "bt_both");
+
+    // Without the certificate the server refuses the role; the status says so.
+    h.patch_spec(
+        "orders",
+        json!({"database": {"parameters": {"sslcert": null, "sslkey": null}}}),
+    )
+    .await;
+    stalled_saying(&h, "AuthenticationFailed", "certificate").await;
 }

@@ -111,7 +111,11 @@ fn defaults_are_the_contract_defaults() {
         ("spec.schema", json!("public")),
         ("spec.payload", json!("Text")),
         ("spec.historyScope", json!("Global")),
-        ("spec.database.secretRef.key", json!("connectionString")),
+        ("spec.database.secretRef.keys.host", json!("host")),
+        ("spec.database.secretRef.keys.port", json!("port")),
+        ("spec.database.secretRef.keys.dbname", json!("dbname")),
+        ("spec.database.secretRef.keys.user", json!("user")),
+        ("spec.database.secretRef.keys.password", json!("password")),
         ("spec.lock.timeout", json!("30s")),
         ("spec.deletionPolicy", json!("Retain")),
         ("spec.suspend", json!(false)),
@@ -122,6 +126,10 @@ fn defaults_are_the_contract_defaults() {
     assert!(
         at("spec.table").get("default").is_none(),
         "the table default depends on box"
+    );
+    assert!(
+        at("spec.database.secretRef.key").get("default").is_none(),
+        "key is read as connectionString only when keys is not set, so it is not defaulted"
     );
 }
 
@@ -228,6 +236,10 @@ fn cel_rules_use_only_the_simple_subset() {
         "table",
         "payload",
         "targetVersion",
+        "secretRef",
+        "key",
+        "keys",
+        "parameters",
         "Inbox",
         "Outbox",
         "Json",

@@ -679,3 +679,73 @@ async fn a_call_that_the_operators_rbac_does_not_allow_fails_the_test_that_made_
             .collect::<Vec<_>>()
     );
 }
+
+/// Connection settings with a mistake the schema can see: the `database:` block of the manifest,
+/// and the message the server gives.
+const BAD_DATABASES: [(&str, &str, &str); 6] = [
+    (
+        "both key and keys",
+        "    secretRef:\n      name: db\n      key: connectionString\n      keys: {}\n",
+        "spec.database.secretRef: Invalid value: key and keys are exclusive: key names the Secret key holding a connection string, keys the Secret keys holding its parts",
+    ),
+    (
+        "parameters with a connection string",
+        "    secretRef:\n      name: db\n    parameters:\n      sslmode: require\n",
+        "spec.database: Invalid value: parameters complete a connection read from separate keys (secretRef.keys); a connection string (secretRef.key) carries its own parameters",
+    ),
+    (
+        "an sslmode libpq does not have",
+        "    secretRef:\n      name: db\n      keys: {}\n    parameters:\n      sslmode: sometimes\n",
+        "spec.database.parameters.sslmode: Unsupported value: \"sometimes\"",
+    ),
+    (
+        "a connect timeout of 61 seconds",
+        "    secretRef:\n      name: db\n      keys: {}\n    parameters:\n      connect_timeout: 61\n",
+        "spec.database.parameters.connect_timeout: Invalid value: 61: spec.database.parameters.connect_timeout in body should be less than or equal to 60",
+    ),
+    (
+        "sslcertmode=require, which cannot be honoured",
+        "    secretRef:\n      name: db\n      keys: {}\n    parameters:\n      sslcertmode: require\n",
+        "spec.database.parameters.sslcertmode: Unsupported value: \"require\"",
+    ),
+    (
+        "a key holding the host that cannot be a Secret key",
+        "    secretRef:\n      name: db\n      keys:\n        host: db/host\n",
+        "spec.database.secretRef.keys.host: Invalid value: \"db/host\"",
+    ),
+];
+
+#[test]
+fn connection_settings_the_schema_can_judge_are_refused_at_apply_time() {
+    let plane = control_plane();
+    let ns = plane.create_namespace("connections");
+    for (i, (what, database, message)) in BAD_DATABASES.iter().enumerate() {
+        let name = format!("bad-database-{i}");
+        let manifest = format!(
+            "apiVersion: brighter.dev/v1alpha1\nkind: BoxTable\nmetadata:\n  name: {name}\n  \
+             namespace: {ns}\nspec:\n  box: Outbox\n  database:\n{database}"
+        );
+        let server_says = server_refusal(plane, &manifest, &name);
+        assert!(
+            server_says.contains(message),
+            "{what}: the server said {server_says}"
+        );
+    }
+    // A parameter the schema does not name (require_auth cannot be honoured) is an unknown field.
+    let manifest = format!(
+        "apiVersion: brighter.dev/v1alpha1\nkind: BoxTable\nmetadata:\n  name: unknown-parameter\n  \
+         namespace: {ns}\nspec:\n  box: Outbox\n  database:\n    secretRef:\n      name: db\n      \
+         keys: {{}}\n    parameters:\n      require_auth: scram-sha-256\n"
+    );
+    let out = plane.kubectl_as(
+        &plane.admin_kubeconfig,
+        &["create", "--dry-run=server", "-f", "-"],
+        Some(&manifest),
+    );
+    assert!(!out.status.success(), "require_auth was accepted");
+    assert!(
+        stderr(&out).contains("unknown field \"spec.database.parameters.require_auth\""),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -10,9 +10,13 @@ use futures::StreamExt;
 use kube::ResourceExt;
 use tokio_util::sync::CancellationToken;
 
+use zeroize::Zeroizing;
+
 use boxtable_operator::converge::{self, Target};
 use boxtable_operator::crd::BoxTable;
-use boxtable_operator::db::{ConnectionSettings, PoolSettings, SessionPool};
+use boxtable_operator::db::{
+    Connection, ConnectionSettings, PoolSettings, RootCert, SessionPool, TlsFiles,
+};
 use boxtable_operator::manifests::{Document, Manifests};
 use boxtable_operator::migrate::{Plan, RunPath};
 use boxtable_operator::pass::{self, DriftCheck};
@@ -41,9 +45,10 @@ pub enum Mode {
 /// How the command runs.
 pub struct Options {
     /// The database for every table; when `None`, each BoxTable's Secret must be among the files.
-    pub database_url: Option<String>,
-    /// A CA bundle (PEM) for verify-ca / verify-full; otherwise `ca.crt` of a Secret among the
-    /// files is used when the connection string comes from that Secret.
+    /// Zeroed when dropped.
+    pub database_url: Option<Zeroizing<String>>,
+    /// A CA bundle (PEM) for verify-ca / verify-full; otherwise the one the connection names
+    /// (`sslrootcert`, else `ca.crt` of the Secret among the files it comes from).
     pub ca_pem: Option<Vec<u8>>,
     /// Tables handled at once.
     pub concurrency: usize,
@@ -93,15 +98,16 @@ pub async fn run(
     results.into_iter().map(|(_, _, r)| r).collect()
 }
 
-/// Where `bt`'s table lives: the command-line URL, else its Secret from the files; with the CA
-/// bundle from the command line, else from that Secret's `ca.crt`.
+/// Where `bt`'s table lives: the command-line URL (whose `sslrootcert`, `sslcert` and `sslkey`
+/// name files, as for `psql`), else its Secret from the files (where they name keys of that
+/// Secret); with the CA bundle from `--ca-file` when the connection names none.
 fn connection(
     bt: &BoxTable,
     manifests: &Manifests,
     options: &Options,
-) -> Result<(String, Option<Vec<u8>>), String> {
+) -> Result<Connection, (Reason, String)> {
     if let Some(url) = &options.database_url {
-        return Ok((url.clone(), options.ca_pem.clone()));
+        return command_line_connection(url, options.ca_pem.as_deref());
     }
     let secret_ref = &bt.spec.database.secret_ref;
     let namespace = bt.namespace();
@@ -109,24 +115,68 @@ fn connection(
         s.name_any() == secret_ref.name && (namespace.is_none() || s.namespace() == namespace)
     });
     let Some(secret) = secret else {
-        return Err(format!(
-            "secret {} is not among the files, and no --database-url (or --database-url-from-env) was given",
-            secret_ref.name
+        return Err((
+            Reason::SecretNotFound,
+            format!(
+                "secret {} is not among the files, and no --database-url (or --database-url-from-env) was given",
+                secret_ref.name
+            ),
         ));
     };
-    let value = source::lookup(secret, &secret_ref.key)
-        .ok_or_else(|| format!("secret {} has no key {:?}", secret_ref.name, secret_ref.key))?;
-    let connection_string = String::from_utf8(value).map_err(|_| {
-        format!(
-            "secret {} key {:?} is not UTF-8 text",
-            secret_ref.name, secret_ref.key
-        )
-    })?;
-    let ca_pem = options
-        .ca_pem
-        .clone()
-        .or_else(|| source::lookup(secret, source::CA_KEY));
-    Ok((connection_string.trim().to_owned(), ca_pem))
+    let connection = source::connection(secret, &bt.spec.database)
+        .map_err(|error| (error.reason(), chain(&error)))?;
+    match &options.ca_pem {
+        Some(ca_pem) if connection.settings().root_cert().is_none() => {
+            let files = TlsFiles {
+                root: Some(ca_pem.clone()),
+                ..connection.files().clone()
+            };
+            Ok(Connection::new(connection.settings().clone(), files))
+        }
+        _ => Ok(connection),
+    }
+}
+
+/// The connection `--database-url` gives, with the files its `sslrootcert`, `sslcert` and
+/// `sslkey` name, or `--ca-file`.
+fn command_line_connection(
+    url: &str,
+    ca_file: Option<&[u8]>,
+) -> Result<Connection, (Reason, String)> {
+    let invalid = |message: String| (Reason::InvalidConnectionString, message);
+    let settings = ConnectionSettings::parse(url)
+        .map_err(|error| invalid(format!("invalid connection string: {}", chain(&error))))?;
+    let read = |keyword: &str, path: &str| {
+        std::fs::read(path).map_err(|error| {
+            invalid(format!(
+                "{keyword} names file {path}, which cannot be read: {error}"
+            ))
+        })
+    };
+    let root = match (settings.root_cert(), ca_file) {
+        (Some(RootCert::Named(_) | RootCert::System), Some(_)) => {
+            return Err(invalid(
+                "--ca-file and sslrootcert both name the CA bundle: give one".to_owned(),
+            ));
+        }
+        (Some(RootCert::Named(path)), None) => Some(read("sslrootcert", path)?),
+        (Some(RootCert::System), None) => None,
+        (None, ca_file) => ca_file.map(<[u8]>::to_vec),
+    };
+    let client_cert = settings
+        .client_cert()
+        .map(|path| read("sslcert", path))
+        .transpose()?;
+    let client_key = settings
+        .client_key()
+        .map(|path| read("sslkey", path).map(Zeroizing::new))
+        .transpose()?;
+    let files = TlsFiles {
+        root,
+        client_cert,
+        client_key,
+    };
+    Ok(Connection::new(settings, files))
 }
 
 /// Applies or plans one BoxTable.
@@ -143,8 +193,7 @@ async fn one(
     let database = connection
         .as_ref()
         .ok()
-        .and_then(|(url, _)| ConnectionSettings::parse(url).ok())
-        .map(|settings| DatabaseTarget::of(&settings));
+        .map(|connection| DatabaseTarget::of(connection.settings()));
     let mut result = TableResult {
         source: document.source.to_string(),
         name: bt.name_any(),
@@ -159,7 +208,7 @@ async fn one(
         status: None,
         plan: None,
     };
-    let (plan, (connection_string, ca_pem)) = match (plan, connection) {
+    let (plan, connection) = match (plan, connection) {
         (Err(error), _) => {
             return failed(
                 result,
@@ -170,21 +219,13 @@ async fn one(
                 bt,
             );
         }
-        (Ok(plan), Err(message)) => {
-            return failed(
-                result,
-                options.mode,
-                Some(&plan),
-                Reason::SecretNotFound,
-                message,
-                bt,
-            );
+        (Ok(plan), Err((reason, message))) => {
+            return failed(result, options.mode, Some(&plan), reason, message, bt);
         }
         (Ok(plan), Ok(connection)) => (plan, connection),
     };
     let target = Target {
-        connection_string: &connection_string,
-        ca_pem: ca_pem.as_deref(),
+        connection: &connection,
         application_name: APPLICATION_NAME,
         source: None,
     };

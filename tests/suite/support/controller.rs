@@ -12,7 +12,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use boxtable_operator::controller::{self, RunError, Settings};
-use boxtable_operator::crd::{BoxKind, BoxTable, BoxTableSpec, BoxTableStatus, DeletionPolicy};
+use boxtable_operator::crd::{
+    BoxKind, BoxTable, BoxTableSpec, BoxTableStatus, ConnectionKeys, ConnectionParameters,
+    DeletionPolicy,
+};
 use boxtable_operator::ident::QualifiedName;
 use boxtable_operator::lock::LockIdentity;
 use boxtable_operator::telemetry::{Metrics, Readiness};
@@ -100,6 +103,13 @@ impl BoxTableBuilder {
 
     pub fn secret(mut self, name: &str) -> Self {
         name.clone_into(&mut self.spec.database.secret_ref.name);
+        self
+    }
+
+    /// Reads the connection from the Secret's separate `keys`, with `parameters`.
+    pub fn separate_keys(mut self, keys: ConnectionKeys, parameters: ConnectionParameters) -> Self {
+        self.spec.database.secret_ref.keys = Some(keys);
+        self.spec.database.parameters = Some(parameters);
         self
     }
 
@@ -592,6 +602,22 @@ impl Harness {
             "stringData": {"connectionString": self.db.url.clone()},
         }))
         .unwrap();
+        Api::<Secret>::namespaced(self.client.clone(), &self.namespace)
+            .create(&PostParams::default(), &secret)
+            .await
+            .unwrap();
+    }
+
+    /// Creates Secret `name` holding `data` (key, bytes).
+    pub async fn create_secret_data(&self, name: &str, data: &[(&str, &[u8])]) {
+        let mut secret = Secret::default();
+        secret.metadata.name = Some(name.to_owned());
+        secret.metadata.namespace = Some(self.namespace.clone());
+        secret.data = Some(
+            data.iter()
+                .map(|(k, v)| ((*k).to_owned(), k8s_openapi::ByteString(v.to_vec())))
+                .collect(),
+        );
         Api::<Secret>::namespaced(self.client.clone(), &self.namespace)
             .create(&PostParams::default(), &secret)
             .await
