@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use boxtable_operator::duration;
 use clap::{Parser, Subcommand};
+use zeroize::Zeroizing;
 
 /// Provisions Brighter outbox and inbox tables in PostgreSQL from BoxTable resources.
 #[derive(Debug, Parser)]
@@ -127,9 +128,9 @@ pub struct MigrateArgs {
     #[arg(short = 'f', long = "filename", required = true)]
     pub files: Vec<PathBuf>,
     /// The database for every table (URL, libpq keywords or Npgsql form). Without it, each
-    /// BoxTable's Secret must be among the files.
-    #[arg(long, conflicts_with_all = ["database_url_from_env", "database_url_file"])]
-    pub database_url: Option<String>,
+    /// BoxTable's Secret must be among the files. Its sslrootcert, sslcert and sslkey name files.
+    #[arg(long, conflicts_with_all = ["database_url_from_env", "database_url_file"], value_parser = parse_secret)]
+    pub database_url: Option<SecretArg>,
     /// Read --database-url from this file (for example a Secret key mounted as a file); trailing
     /// whitespace is ignored, and the file's content is never printed.
     #[arg(long, value_name = "FILE", conflicts_with = "database_url_from_env")]
@@ -161,6 +162,28 @@ pub enum OutputArg {
     Json,
 }
 
+/// A command-line value that may hold a password: `Debug` shows `***`, and it is zeroed when
+/// dropped.
+#[derive(Clone)]
+pub struct SecretArg(Zeroizing<String>);
+
+impl SecretArg {
+    /// The value itself, for the code that uses it (never for printing).
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for SecretArg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("***")
+    }
+}
+
+fn parse_secret(text: &str) -> Result<SecretArg, String> {
+    Ok(SecretArg(Zeroizing::new(text.to_owned())))
+}
+
 pub fn parse_interval(text: &str) -> Result<Duration, String> {
     match duration::parse_duration(text) {
         Ok(d) if d >= Duration::from_secs(1) => Ok(d),
@@ -190,5 +213,32 @@ pub fn parse_retry_base(text: &str) -> Result<Duration, String> {
         Ok(d) if d >= Duration::from_millis(10) => Ok(d),
         Ok(_) => Err("must be at least 10ms".to_owned()),
         Err(e) => Err(e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_parsed_command_line_never_shows_the_database_url() {
+        let cli = Cli::try_parse_from([
+            "boxtable-operator",
+            "migrate",
+            "-f",
+            "x.yaml",
+            "--database-url",
+            "postgres://app:Kn0wn-Pa55word@db/shop",
+        ])
+        .unwrap();
+        let shown = format!("{cli:?} {cli:#?}");
+        assert!(!shown.contains("Kn0wn-Pa55word"), "{shown}");
+        let Some(Command::Migrate(args)) = &cli.command else {
+            panic!("not migrate: {shown}");
+        };
+        assert_eq!(
+            args.database_url.as_ref().map(SecretArg::expose),
+            Some("postgres://app:Kn0wn-Pa55word@db/shop")
+        );
     }
 }

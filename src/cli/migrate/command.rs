@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use boxtable_operator::{manifests, report};
 use tokio_util::sync::CancellationToken;
+use zeroize::Zeroizing;
 
 use crate::cli::args::{MigrateArgs, OutputArg};
 use crate::cli::output::{self, note};
@@ -20,7 +21,7 @@ pub async fn execute(args: MigrateArgs) -> ExitCode {
     if !init_logging(args.log_format) {
         return ExitCode::FAILURE;
     }
-    let env_url = std::env::var(DATABASE_URL_ENV).ok();
+    let env_url = std::env::var(DATABASE_URL_ENV).ok().map(Zeroizing::new);
     let database_url = if args.database_url_from_env {
         let Some(url) = env_url else {
             note!("{NAME}: --database-url-from-env was given but {DATABASE_URL_ENV} is not set");
@@ -39,10 +40,13 @@ pub async fn execute(args: MigrateArgs) -> ExitCode {
         match &args.database_url_file {
             Some(path) => match std::fs::read(path) {
                 Ok(bytes) => match String::from_utf8(bytes) {
-                    Ok(text) if !text.trim().is_empty() => Some(text.trim_end().to_owned()),
-                    Ok(_) => {
-                        note!("{NAME}: --database-url-file {} is empty", path.display());
-                        return ExitCode::FAILURE;
+                    Ok(text) => {
+                        let text = Zeroizing::new(text);
+                        if text.trim().is_empty() {
+                            note!("{NAME}: --database-url-file {} is empty", path.display());
+                            return ExitCode::FAILURE;
+                        }
+                        Some(Zeroizing::new(text.trim_end().to_owned()))
                     }
                     Err(_) => {
                         note!(
@@ -60,7 +64,10 @@ pub async fn execute(args: MigrateArgs) -> ExitCode {
                     return ExitCode::FAILURE;
                 }
             },
-            None => args.database_url,
+            None => args
+                .database_url
+                .as_ref()
+                .map(|url| Zeroizing::new(url.expose().to_owned())),
         }
     };
     let found = match manifests::read(&args.files) {
