@@ -11,7 +11,7 @@ use super::entry::{At, Entry, Key};
 use super::settings::DEFAULT_PORT;
 use super::{
     ChannelBinding, ConnStrError, ConnectionSettings, Form, Password, RootCert, TargetSession,
-    TlsMode, TlsVersion, form, keyword, npgsql, url,
+    TlsMode, TlsVersion, form, keyword, npgsql, security, url,
 };
 
 /// The most hosts a connection string may list. Each is tried in turn with the whole connect
@@ -146,102 +146,7 @@ fn apply(s: &mut ConnectionSettings, extra: &mut Extra, e: &Entry) -> Result<(),
             extra.trust_server_certificate =
                 parse_bool(v).ok_or_else(|| invalid(e, "true or false"))?;
         }
-        _ => apply_security(s, e)?,
-    }
-    Ok(())
-}
-
-/// The TLS and authentication settings: each honoured, or refused naming why.
-fn apply_security(s: &mut ConnectionSettings, e: &Entry) -> Result<(), ConnStrError> {
-    let v = e.value.trim();
-    let unsupported = |why| ConnStrError::Unsupported {
-        key: e.key.name(),
-        at: e.at.clone(),
-        why,
-    };
-    match e.key {
-        Key::SslRootCert => {
-            s.root_cert = match v {
-                "" => None,
-                "system" => Some(RootCert::System),
-                name => Some(RootCert::Named(name.to_owned())),
-            };
-        }
-        Key::SslCert => s.client_cert = non_empty(v),
-        Key::SslKeyFile => s.client_key = non_empty(v),
-        Key::SslPassword if !v.is_empty() => {
-            return Err(unsupported(
-                "an encrypted client key cannot be used: store the key unencrypted (PEM) and remove the key's password",
-            ));
-        }
-        Key::SslCertMode => match v.to_ascii_lowercase().as_str() {
-            "allow" => s.send_client_cert = true,
-            "disable" => s.send_client_cert = false,
-            "require" => {
-                return Err(unsupported(
-                    "the operator cannot tell whether the server asked for the client certificate; use allow (the default) and let the server require it (pg_hba cert or clientcert=verify-full)",
-                ));
-            }
-            _ => return Err(invalid(e, "disable, allow or require")),
-        },
-        Key::SslMinProtocolVersion => match v.to_ascii_lowercase().as_str() {
-            "" | "tlsv1" | "tlsv1.1" | "tlsv1.2" => s.tls_versions.0 = TlsVersion::Tls12,
-            "tlsv1.3" => s.tls_versions.0 = TlsVersion::Tls13,
-            _ => return Err(invalid(e, "TLSv1, TLSv1.1, TLSv1.2 or TLSv1.3")),
-        },
-        Key::SslMaxProtocolVersion => match v.to_ascii_lowercase().as_str() {
-            "" | "tlsv1.3" => s.tls_versions.1 = TlsVersion::Tls13,
-            "tlsv1.2" => s.tls_versions.1 = TlsVersion::Tls12,
-            "tlsv1" | "tlsv1.1" => {
-                return Err(unsupported(
-                    "the operator speaks TLS 1.2 and 1.3 only; use TLSv1.2 or TLSv1.3",
-                ));
-            }
-            _ => return Err(invalid(e, "TLSv1, TLSv1.1, TLSv1.2 or TLSv1.3")),
-        },
-        Key::SslSni => {
-            s.sni = match v {
-                "1" => true,
-                "0" => false,
-                _ => return Err(invalid(e, "0 or 1")),
-            };
-        }
-        Key::SslCrl | Key::SslCrlDir if !v.is_empty() => {
-            return Err(unsupported(
-                "certificate revocation lists are not checked; remove it, or revoke by replacing the server's certificate and CA bundle",
-            ));
-        }
-        Key::CheckCertificateRevocation
-            if parse_bool(v).ok_or_else(|| invalid(e, "true or false"))? =>
-        {
-            return Err(unsupported(
-                "certificate revocation is not checked; remove it, or revoke by replacing the server's certificate and CA bundle",
-            ));
-        }
-        Key::ChannelBinding => {
-            s.channel_binding =
-                ChannelBinding::parse(v).ok_or_else(|| invalid(e, "disable, prefer or require"))?;
-        }
-        Key::RequireAuth if !v.is_empty() => {
-            return Err(unsupported(
-                "the operator's PostgreSQL driver cannot restrict which authentication method the server asks for; remove it (channel_binding=require insists on SCRAM authentication bound to TLS)",
-            ));
-        }
-        Key::RequirePeer if !v.is_empty() => {
-            return Err(unsupported(
-                "the operator does not check the user running a server behind a Unix socket; remove it",
-            ));
-        }
-        Key::GssEncMode => match v.to_ascii_lowercase().as_str() {
-            "disable" | "prefer" => {}
-            "require" => {
-                return Err(unsupported(
-                    "GSSAPI encryption is not available; use TLS (sslmode) instead",
-                ));
-            }
-            _ => return Err(invalid(e, "disable, prefer or require")),
-        },
-        _ => {}
+        _ => security::apply(s, e)?,
     }
     Ok(())
 }
@@ -308,7 +213,7 @@ fn check(s: &mut ConnectionSettings, extra: &Extra) -> Result<(), ConnStrError> 
     Ok(())
 }
 
-fn invalid(entry: &Entry, expected: &'static str) -> ConnStrError {
+pub(super) fn invalid(entry: &Entry, expected: &'static str) -> ConnStrError {
     ConnStrError::InvalidValue {
         key: entry.key.name(),
         at: entry.at.clone(),
@@ -316,11 +221,11 @@ fn invalid(entry: &Entry, expected: &'static str) -> ConnStrError {
     }
 }
 
-fn non_empty(v: &str) -> Option<String> {
+pub(super) fn non_empty(v: &str) -> Option<String> {
     (!v.is_empty()).then(|| v.to_owned())
 }
 
-fn parse_bool(v: &str) -> Option<bool> {
+pub(super) fn parse_bool(v: &str) -> Option<bool> {
     match v.trim().to_ascii_lowercase().as_str() {
         "true" | "yes" | "on" | "1" => Some(true),
         "false" | "no" | "off" | "0" => Some(false),

@@ -31,8 +31,9 @@
 //! How a string flows through the files here: [`build`] holds `ConnectionSettings::parse`, which
 //! asks [`form`] which of the three forms it is, lets [`url`], [`keyword`] or [`npgsql`] turn it
 //! into [`entry::Entry`] values and validates those into [`settings::ConnectionSettings`] (which
-//! knows nothing of parsing). [`modes`] holds the TLS and target-session choices, [`password`]
-//! the redacting secret, [`error`] the error type.
+//! knows nothing of parsing); [`security`] reads the TLS and authentication keys. [`modes`] holds
+//! the TLS and target-session choices, [`password`] the redacting secret, [`error`] the error
+//! type.
 
 mod build;
 mod entry;
@@ -42,6 +43,7 @@ mod keyword;
 mod modes;
 mod npgsql;
 mod password;
+mod security;
 mod settings;
 mod url;
 
