@@ -100,7 +100,8 @@ pub async fn run(
 
 /// Where `bt`'s table lives: the command-line URL (whose `sslrootcert`, `sslcert` and `sslkey`
 /// name files, as for `psql`), else its Secret from the files (where they name keys of that
-/// Secret); with the CA bundle from `--ca-file` when the connection names none.
+/// Secret); with the CA bundle from `--ca-file` when the connection names none (naming one too
+/// is refused).
 fn connection(
     bt: &BoxTable,
     manifests: &Manifests,
@@ -125,16 +126,25 @@ fn connection(
     };
     let connection = source::connection(secret, &bt.spec.database)
         .map_err(|error| (error.reason(), chain(&error)))?;
-    match &options.ca_pem {
-        Some(ca_pem) if connection.settings().root_cert().is_none() => {
+    match (&options.ca_pem, connection.settings().root_cert()) {
+        (Some(_), Some(_)) => Err(both_name_the_ca()),
+        (Some(ca_pem), None) => {
             let files = TlsFiles {
                 root: Some(ca_pem.clone()),
                 ..connection.files().clone()
             };
             Ok(Connection::new(connection.settings().clone(), files))
         }
-        _ => Ok(connection),
+        (None, _) => Ok(connection),
     }
+}
+
+/// `--ca-file` given for a connection whose `sslrootcert` names its own CA bundle.
+fn both_name_the_ca() -> (Reason, String) {
+    (
+        Reason::InvalidConnectionString,
+        "--ca-file and sslrootcert both name the CA bundle: give one".to_owned(),
+    )
 }
 
 /// The connection `--database-url` gives, with the files its `sslrootcert`, `sslcert` and
@@ -154,11 +164,7 @@ fn command_line_connection(
         })
     };
     let root = match (settings.root_cert(), ca_file) {
-        (Some(RootCert::Named(_) | RootCert::System), Some(_)) => {
-            return Err(invalid(
-                "--ca-file and sslrootcert both name the CA bundle: give one".to_owned(),
-            ));
-        }
+        (Some(_), Some(_)) => return Err(both_name_the_ca()),
         (Some(RootCert::Named(path)), None) => Some(read("sslrootcert", path)?),
         (Some(RootCert::System), None) => None,
         (None, ca_file) => ca_file.map(<[u8]>::to_vec),
