@@ -333,6 +333,8 @@ async fn a_run_prints_the_drifted_condition_the_controller_writes_and_the_plan_r
     assert_eq!(
         plan[0]["plan"]["drift"]["message"], message,
         "the plan and the run report the same drift"
+    );
+}
 
 /// The first printed result's reason and message.
 fn verdict(stdout: &str) -> (String, String) {
