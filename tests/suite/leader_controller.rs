@@ -230,7 +230,10 @@ async fn a_long_migration_survives(
         cluster.holder().await.as_deref() == Some("pod-a")
     })
     .await;
-    cluster.create(boxtable("victim").table("victim")).await;
+    // Longer than the default DDL lock wait (10 s): this migration is meant to wait out the fault.
+    cluster
+        .create(boxtable("victim").table("victim").ddl_lock_timeout("5m"))
+        .await;
     wait_until("the migration blocks on the table lock", || async {
         blocked_migrations(&sql).await == 1
     })

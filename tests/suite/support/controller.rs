@@ -91,6 +91,15 @@ impl BoxTableBuilder {
         self
     }
 
+    /// `spec.ddl.lockTimeout`: how long a DDL statement waits for a table lock.
+    pub fn ddl_lock_timeout(mut self, timeout: &str) -> Self {
+        self.spec
+            .ddl
+            .get_or_insert_with(Default::default)
+            .lock_timeout = Some(timeout.to_owned());
+        self
+    }
+
     pub fn drop_policy(mut self) -> Self {
         self.spec.deletion_policy = DeletionPolicy::Drop;
         self
