@@ -48,10 +48,9 @@ fi
 # - e2e_api_restart::, which kills the one kube-apiserver every Kubernetes test talks to;
 # - one controller_deletion test, which takes a validation rule out of the cluster-wide CRD for a
 #   while (the schema tests would see it missing);
-# - the telemetry test of boxtable_lock_held, a gauge of the whole process that every test holding
-#   an advisory lock in this binary moves;
-# - node_install::, which installs the operator cluster-wide from dist/install.yaml as Pods on the
-#   node: they would reconcile every other test's BoxTables and take the shared Lease.
+# - node_install:: and node_failover::, which install the operator cluster-wide from
+#   dist/install.yaml as Pods on the node: they would reconcile every other test's BoxTables and
+#   take the shared Lease.
 # Each filter names that module or test and nothing else (libtest filters are substrings).
 isolated=(
   soak::
@@ -59,6 +58,7 @@ isolated=(
   controller_deletion::a_drop_still_runs_when_the_spec_no_longer_plans
   telemetry::lock_held_counts_the_locks_this_process_holds
   node_install::
+  node_failover::
 )
 skip=()
 for filter in "${isolated[@]}"; do skip+=(--skip "$filter"); done

@@ -64,6 +64,7 @@ mod migrate_scope_and_drop;
 mod migrate_snapshot;
 mod migrate_upgrade;
 mod monitoring_rules;
+mod node_failover;
 mod node_install;
 mod readiness_clients;
 mod release_workflow;

@@ -14,10 +14,9 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
-
-use crate::support::control_plane::{ControlPlane, OPERATOR_NAMESPACE, control_plane, root};
-use crate::support::node::{Node, get_json, node, operator_image, printed, wait_for};
+use crate::support::control_plane::{ControlPlane, OPERATOR_NAMESPACE, root};
+use crate::support::node::{Node, get_json, node, printed};
+use crate::support::node_install::{Install, connection_string, name};
 
 /// Addresses outside the machine: a documentation address, a public resolver, and an IPv6 one.
 const OUTSIDE: &[&str] = &["192.0.2.1", "1.1.1.1", "2001:4860:4860::8888"];
@@ -191,100 +190,6 @@ const WIDE_COLUMNS: &[&str] = &[
     "NAME", "BOX", "TABLE", "VERSION", "LOCK", "READY", "REASON", "AGE", "KEY", "MESSAGE",
 ];
 
-/// Removes what the install test made (the examples' namespace, then the operator's
-/// Deployment, waiting for its Pods to be gone so the Lease is free for the tests after it).
-struct Installed {
-    plane: &'static ControlPlane,
-}
-
-impl Drop for Installed {
-    fn drop(&mut self) {
-        let _ = self.plane.kubectl_admin(
-            &[
-                "delete",
-                "namespace",
-                SHOP,
-                "--ignore-not-found",
-                "--timeout=120s",
-            ],
-            None,
-        );
-        let _ = self.plane.kubectl_admin(
-            &[
-                "-n",
-                OPERATOR_NAMESPACE,
-                "delete",
-                "deployment",
-                "boxtable-operator",
-                "--ignore-not-found",
-                "--cascade=foreground",
-                "--timeout=120s",
-            ],
-            None,
-        );
-        let _ = self.plane.kubectl_admin(
-            &[
-                "-n",
-                OPERATOR_NAMESPACE,
-                "wait",
-                "--for=delete",
-                "pod",
-                "-l",
-                "app.kubernetes.io/name=boxtable-operator",
-                "--timeout=120s",
-            ],
-            None,
-        );
-    }
-}
-
-/// A kustomize overlay of a copy of `dist/install.yaml`, as a user overrides the image: the image
-/// loaded into the node, never pulled.
-fn overlay(dir: &std::path::Path, image: &str) {
-    std::fs::copy(root().join("dist/install.yaml"), dir.join("install.yaml")).unwrap();
-    let (name, tag) = image.rsplit_once(':').unwrap();
-    std::fs::write(
-        dir.join("kustomization.yaml"),
-        format!(
-            "apiVersion: kustomize.config.k8s.io/v1beta1\n\
-             kind: Kustomization\n\
-             resources:\n  - install.yaml\n\
-             images:\n  - name: ghcr.io/boxtable/boxtable-operator\n    newName: {name}\n    newTag: \"{tag}\"\n\
-             patches:\n  - target: {{kind: Deployment, name: boxtable-operator}}\n    patch: |-\n      \
-             - op: replace\n        path: /spec/template/spec/containers/0/imagePullPolicy\n        value: Never\n"
-        ),
-    )
-    .unwrap();
-}
-
-/// The operator's Pods that are not being deleted.
-fn operator_pods(plane: &ControlPlane) -> Vec<Value> {
-    let pods = get_json(
-        plane,
-        &[
-            "-n",
-            OPERATOR_NAMESPACE,
-            "pods",
-            "-l",
-            "app.kubernetes.io/name=boxtable-operator",
-        ],
-    );
-    pods["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
-        .cloned()
-        .collect()
-}
-
-fn is_ready(pod: &Value) -> bool {
-    pod["status"]["conditions"].as_array().is_some_and(|c| {
-        c.iter()
-            .any(|c| c["type"] == "Ready" && c["status"] == "True")
-    })
-}
-
 /// `GET path` from port 8080 of the Pod at `ip`, from inside the node's network namespace:
 /// (status code, body).
 fn get_from_pod(node: &Node, ip: &str, path: &str) -> (String, String) {
@@ -397,19 +302,8 @@ fn examples(connection: &str) -> String {
 
 #[test]
 fn dist_install_yaml_runs_two_ready_replicas_one_leader_and_reconciles_the_examples_from_a_pod() {
-    let plane = control_plane();
-    let node = node();
-    let image = operator_image();
-    let postgres = node.postgres.clone().unwrap_or_else(|| {
-        panic!(
-            "the node forwards no PostgreSQL (NODE_POSTGRES is empty): scripts/node.sh forwards \
-             the one of DATABASE_URL when it listens on the host's loopback, as scripts/pg.sh's does"
-        )
-    });
-    let (pg_host, pg_port) = postgres.rsplit_once(':').unwrap();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let db = runtime.block_on(crate::support::fresh_db());
-    let config = db.config();
     runtime.block_on(async {
         db.connect()
             .await
@@ -417,48 +311,16 @@ fn dist_install_yaml_runs_two_ready_replicas_one_leader_and_reconciles_the_examp
             .await
             .unwrap();
     });
-    let connection = format!(
-        "Host={pg_host};Port={pg_port};Database={};Username={};Password={};SSL Mode=Disable",
-        db.name,
-        config.get_user().unwrap(),
-        String::from_utf8_lossy(config.get_password().unwrap())
-    );
-
-    let _installed = Installed { plane };
-    let dir = tempfile::tempdir().unwrap();
-    overlay(dir.path(), image);
-    let started = Instant::now();
-    plane
-        .kubectl_admin(&["apply", "-k", dir.path().to_str().unwrap()], None)
-        .unwrap_or_else(|m| panic!("{m}"));
-    let rollout = plane.kubectl_as(
-        &plane.admin_kubeconfig,
-        &[
-            "-n",
-            OPERATOR_NAMESPACE,
-            "rollout",
-            "status",
-            "deployment/boxtable-operator",
-            "--timeout=180s",
-        ],
-        None,
-    );
-    assert!(
-        rollout.status.success(),
-        "the rollout did not complete: {}\npods: {:#}",
-        printed(&rollout),
-        Value::Array(operator_pods(plane))
-    );
-    let rolled_out = started.elapsed();
+    let mut install = Install::dist();
+    install.namespace(SHOP);
+    let (plane, node, image) = (install.plane, install.node, install.image);
+    let connection = connection_string(node, &db);
 
     // Two Ready replicas of the image under test, on the node, never restarted.
-    let pods = wait_for("two Ready operator Pods", Duration::from_secs(60), || {
-        let pods = operator_pods(plane);
-        (pods.len() == 2 && pods.iter().all(is_ready)).then_some(pods)
-    });
+    let pods = install.ready_pods(2);
     let mut names = Vec::new();
     for pod in &pods {
-        let name = pod["metadata"]["name"].as_str().unwrap().to_owned();
+        let name = name(pod);
         assert_eq!(pod["spec"]["nodeName"], node.name.as_str(), "{name}");
         let container = &pod["spec"]["containers"][0];
         assert_eq!(container["image"], image, "{name}");
@@ -470,20 +332,7 @@ fn dist_install_yaml_runs_two_ready_replicas_one_leader_and_reconciles_the_examp
 
     // Exactly one holds the Lease: its holder is one of the two, and their boxtable_leader
     // gauges, read through kubectl port-forward (kube-apiserver to the kubelet), are 1 and 0.
-    let holder = wait_for(
-        "the Lease held by an operator Pod",
-        Duration::from_secs(60),
-        || {
-            let lease = get_json(
-                plane,
-                &["-n", OPERATOR_NAMESPACE, "lease", "boxtable-operator"],
-            );
-            lease["spec"]["holderIdentity"]
-                .as_str()
-                .filter(|h| names.iter().any(|n| n == h))
-                .map(str::to_owned)
-        },
-    );
+    let holder = install.leader(&pods);
     let mut leaders = Vec::new();
     for name in &names {
         let (mut forward, port) = port_forward(plane, name);
@@ -572,7 +421,7 @@ fn dist_install_yaml_runs_two_ready_replicas_one_leader_and_reconciles_the_examp
     }
     eprintln!(
         "dist/install.yaml: rollout complete in {:.1}s, the examples Ready {:.1}s after they were applied; leader {holder}",
-        rolled_out.as_secs_f64(),
+        install.rollout.as_secs_f64(),
         reconciled.as_secs_f64()
     );
 }

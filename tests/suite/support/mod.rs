@@ -14,6 +14,7 @@ pub mod fault_proxy;
 pub mod migrate;
 pub mod monitoring;
 pub mod node;
+pub mod node_install;
 pub mod reliability;
 pub mod wire;
 

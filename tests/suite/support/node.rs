@@ -135,15 +135,30 @@ impl Node {
         );
     }
 
-    /// The host pids of the processes in the node's PID namespace (the kubelet, containerd,
-    /// the shims and every container).
+    /// The host pids of the node's processes: its first process and every descendant (the
+    /// kubelet, containerd, the shims, every container's processes).
     pub fn processes(&self) -> Vec<u32> {
-        let pidns = std::fs::read_link(format!("/proc/{}/ns/pid", self.pid)).unwrap();
+        let parent = |pid: u32| -> Option<u32> {
+            let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("PPid:"))?
+                .trim()
+                .parse()
+                .ok()
+        };
         std::fs::read_dir("/proc")
             .unwrap()
             .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-            .filter(|pid| {
-                std::fs::read_link(format!("/proc/{pid}/ns/pid")).is_ok_and(|ns| ns == pidns)
+            .filter(|&pid| {
+                let mut current = Some(pid);
+                while let Some(p) = current.filter(|&p| p > 1) {
+                    if p == self.pid {
+                        return true;
+                    }
+                    current = parent(p);
+                }
+                false
             })
             .collect()
     }
