@@ -48,9 +48,9 @@ fi
 # - e2e_api_restart::, which kills the one kube-apiserver every Kubernetes test talks to;
 # - one controller_deletion test, which takes a validation rule out of the cluster-wide CRD for a
 #   while (the schema tests would see it missing);
-# - node_install:: and node_failover::, which install the operator cluster-wide from
-#   dist/install.yaml as Pods on the node: they would reconcile every other test's BoxTables and
-#   take the shared Lease.
+# - node_install::, node_failover:: and node_helm::, which install the operator cluster-wide as
+#   Pods on the node (from dist/install.yaml or the chart): they would reconcile every other
+#   test's BoxTables, and the first two take the shared Lease.
 # Each filter names that module or test and nothing else (libtest filters are substrings).
 isolated=(
   soak::
@@ -59,6 +59,7 @@ isolated=(
   telemetry::lock_held_counts_the_locks_this_process_holds
   node_install::
   node_failover::
+  node_helm::
 )
 skip=()
 for filter in "${isolated[@]}"; do skip+=(--skip "$filter"); done

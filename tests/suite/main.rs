@@ -65,6 +65,7 @@ mod migrate_snapshot;
 mod migrate_upgrade;
 mod monitoring_rules;
 mod node_failover;
+mod node_helm;
 mod node_install;
 mod readiness_clients;
 mod release_workflow;
