@@ -48,6 +48,8 @@ fi
 # - e2e_api_restart::, which kills the one kube-apiserver every Kubernetes test talks to;
 # - one controller_deletion test, which takes a validation rule out of the cluster-wide CRD for a
 #   while (the schema tests would see it missing);
+# - the telemetry test of boxtable_lock_held, a gauge of the whole process that every test holding
+#   an advisory lock in this binary moves;
 # - node_install::, node_failover:: and node_helm::, which install the operator cluster-wide as
 #   Pods on the node (from dist/install.yaml or the chart): they would reconcile every other
 #   test's BoxTables, and the first two take the shared Lease.
