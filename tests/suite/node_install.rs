@@ -8,7 +8,7 @@
 //!
 //! The install is cluster-wide and uses the Lease in `boxtable-system` that other tests' operators
 //! elect through, so `scripts/test.sh` runs this module after the rest, one test at a time; the
-//! install test removes its Deployment again, even when it fails.
+//! install test scales its Deployment to zero again, even when it fails.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -185,10 +185,47 @@ fn the_node_writes_nothing_on_the_host_outside_its_directory_and_namespaces() {
 /// end-to-end test's `shop` is left alone).
 const SHOP: &str = "node-shop";
 
-/// The README's `kubectl get bt -o wide` columns.
-const WIDE_COLUMNS: &[&str] = &[
-    "NAME", "BOX", "TABLE", "VERSION", "LOCK", "READY", "REASON", "AGE", "KEY", "MESSAGE",
-];
+/// A table as kubectl prints it: the header's words, and each row's cells cut at the columns
+/// the header's words start at (a cell may be empty).
+fn table(lines: &[&str]) -> (Vec<String>, Vec<Vec<String>>) {
+    let header = lines[0];
+    let mut starts: Vec<usize> = header
+        .char_indices()
+        .filter(|&(i, c)| c != ' ' && (i == 0 || header.as_bytes()[i - 1] == b' '))
+        .map(|(i, _)| i)
+        .collect();
+    let names = header.split_whitespace().map(str::to_owned).collect();
+    starts.push(usize::MAX);
+    let rows = lines[1..]
+        .iter()
+        .map(|line| {
+            starts
+                .windows(2)
+                .map(|w| {
+                    let end = w[1].min(line.len());
+                    line.get(w[0].min(end)..end).unwrap_or("").trim().to_owned()
+                })
+                .collect()
+        })
+        .collect();
+    (names, rows)
+}
+
+/// The README's `kubectl -n shop get boxtables -o wide` example.
+fn readme_wide() -> (Vec<String>, Vec<Vec<String>>) {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let lines: Vec<&str> = readme
+        .lines()
+        .skip_while(|l| !l.starts_with("$ kubectl -n shop get boxtables -o wide"))
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty() && !l.starts_with("```"))
+        .collect();
+    assert!(
+        lines.len() > 1,
+        "no `kubectl get boxtables -o wide` example in README.md"
+    );
+    table(&lines)
+}
 
 /// `GET path` from port 8080 of the Pod at `ip`, from inside the node's network namespace:
 /// (status code, body).
@@ -399,25 +436,36 @@ fn dist_install_yaml_runs_two_ready_replicas_one_leader_and_reconciles_the_examp
         .kubectl_admin(&["-n", SHOP, "get", "bt", "-o", "wide"], None)
         .unwrap_or_else(|m| panic!("{m}"));
     eprintln!("$ kubectl -n {SHOP} get bt -o wide\n{wide}");
-    let mut lines = wide.lines();
-    let header: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
-    assert_eq!(header, WIDE_COLUMNS, "{wide}");
-    let rows: Vec<Vec<&str>> = lines.map(|l| l.split_whitespace().collect()).collect();
-    let expected = [
-        ("billing-outbox", "Outbox", "billing.outbox", "8"),
-        ("orders-inbox", "Inbox", "public.inbox", "2"),
-        ("orders-outbox", "Outbox", "public.outbox", "8"),
-        ("scratch-outbox", "Outbox", "public.scratch_outbox", "8"),
-    ];
-    assert_eq!(rows.len(), expected.len(), "{wide}");
-    for (row, (name, box_kind, table, version)) in rows.iter().zip(expected) {
-        assert_eq!(
-            row[..7],
-            [
-                name, box_kind, table, version, "Released", "True", "Migrated"
-            ],
+    // The columns the README shows; its rows here too, Ready with the same box, table and
+    // version (the reason is Migrated, or UpToDate when a later pass found the table done).
+    let (columns, shown) = readme_wide();
+    let (header, rows) = table(&wide.lines().collect::<Vec<_>>());
+    assert_eq!(
+        header, columns,
+        "the columns differ from README.md's:\n{wide}"
+    );
+    let column = |name: &str| header.iter().position(|c| c == name).unwrap();
+    assert_eq!(rows.len(), 4, "four examples:\n{wide}");
+    for row in &rows {
+        assert_eq!(row[column("READY")], "True", "{wide}");
+        assert!(
+            ["Migrated", "UpToDate"].contains(&row[column("REASON")].as_str()),
             "{wide}"
         );
+    }
+    for example in &shown {
+        let row = rows
+            .iter()
+            .find(|r| r[0] == example[0])
+            .unwrap_or_else(|| panic!("no {} row:\n{wide}", example[0]));
+        for name in ["BOX", "TABLE", "VERSION", "READY"] {
+            assert_eq!(
+                row[column(name)],
+                example[column(name)],
+                "{name} of {}:\n{wide}",
+                row[0]
+            );
+        }
     }
     eprintln!(
         "dist/install.yaml: rollout complete in {:.1}s, the examples Ready {:.1}s after they were applied; leader {holder}",

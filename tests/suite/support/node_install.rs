@@ -1,6 +1,6 @@
 //! The operator installed on the real node the way a user installs it: a kustomize overlay of a
 //! copy of `dist/install.yaml` that overrides the image with the one `scripts/image.sh` built from
-//! this commit (loaded into the node, `imagePullPolicy: Never`), rolled out, and removed again
+//! this commit (loaded into the node, `imagePullPolicy: Never`), rolled out, and scaled to zero
 //! when the fixture is dropped, so the tests after it find the shared Lease free.
 
 use std::time::{Duration, Instant};
@@ -15,7 +15,8 @@ pub const DEPLOYMENT: &str = "boxtable-operator";
 /// The label its Pods carry.
 pub const SELECTOR: &str = "app.kubernetes.io/name=boxtable-operator";
 
-/// The install, removed on drop (with the namespaces registered with [`Install::namespace`]).
+/// The install; on drop the namespaces registered with [`Install::namespace`] are deleted and the
+/// Deployment is scaled to zero, its Pods gone.
 pub struct Install {
     pub plane: &'static ControlPlane,
     pub node: &'static Node,
@@ -165,31 +166,54 @@ impl Drop for Install {
                 None,
             );
         }
+        // Scaled to zero rather than deleted: the uninstall guard of dist/install.yaml refuses to
+        // delete the Deployment while the CRD exists (and the next install scales it up again).
         let _ = self.plane.kubectl_admin(
             &[
                 "-n",
                 OPERATOR_NAMESPACE,
-                "delete",
+                "scale",
                 "deployment",
                 DEPLOYMENT,
-                "--ignore-not-found",
-                "--timeout=120s",
+                "--replicas=0",
             ],
             None,
         );
-        let _ = self.plane.kubectl_admin(
-            &[
-                "-n",
-                OPERATOR_NAMESPACE,
-                "wait",
-                "--for=delete",
-                "pod",
-                "-l",
-                SELECTOR,
-                "--timeout=120s",
-            ],
-            None,
-        );
+        // The tests after this one elect through the same Lease: the Pods must be gone.
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let mut left = Vec::new();
+        while Instant::now() < deadline {
+            let listed = self.plane.kubectl_admin(
+                &[
+                    "-n",
+                    OPERATOR_NAMESPACE,
+                    "get",
+                    "pods",
+                    "-l",
+                    SELECTOR,
+                    "-o",
+                    "json",
+                ],
+                None,
+            );
+            left = listed
+                .ok()
+                .and_then(|text| serde_json::from_str::<Value>(&text).ok())
+                .and_then(|pods| pods["items"].as_array().cloned())
+                .unwrap_or_else(|| vec![Value::Null]);
+            if left.is_empty() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        if !std::thread::panicking() {
+            panic!(
+                "the operator's Pods were still there 2 minutes after scaling to zero: {:?}",
+                left.iter()
+                    .map(|p| p["metadata"]["name"].to_string())
+                    .collect::<Vec<_>>()
+            );
+        }
     }
 }
 
