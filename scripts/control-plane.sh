@@ -11,6 +11,14 @@
 #   CONTROL_PLANE_BIN          the directory with the built binaries (kubectl included)
 #   CONTROL_PLANE_READINESS    tools/readiness: kstatus and Argo CD's Lua VM, for readiness tests
 #
+# With CP_WORKLOADS=1, the control plane is ready for a node (scripts/node.sh) and the Pods it
+# runs: the ServiceAccount and NodeRestriction admission plugins, the Node authorizer before RBAC,
+# the workload, node and disruption controllers, a client certificate for kube-apiserver's calls
+# to kubelets, and an egress selector that sends those calls (logs, exec, port-forward) through
+# the Unix socket $CONTROL_PLANE_DIR/cluster-egress.sock, where the node listens from inside its
+# network namespace. Without it only what the Kubernetes tests need runs. RBAC, the audit log and
+# the other flags are the same either way.
+#
 # The tests run $CONTROL_PLANE_BIN/kubectl, built at the server's release; PATH is left alone (the
 # local API server's tests keep the machine's kubectl). `cp_use_kubectl` puts it first on PATH
 # for an interactive shell.
@@ -30,6 +38,12 @@ CP_RELEASE=v1.37.2
 # compiled once: the control plane, kubectl, and the node's kubelet and kube-scheduler
 # (scripts/node.sh).
 CP_TOOLS="etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl"
+# --service-cluster-ip-range and its first address, the `kubernetes` Service's.
+CP_SERVICE_RANGE=10.96.0.0/24
+CP_SERVICE_IP=10.96.0.1
+# The controllers every run starts, and those CP_WORKLOADS=1 adds for Pods on a node.
+CP_CONTROLLERS=namespace-controller,garbage-collector-controller,serviceaccount-controller,serviceaccount-token-controller,clusterrole-aggregation-controller,root-ca-certificate-publisher-controller
+CP_WORKLOAD_CONTROLLERS=deployment-controller,replicaset-controller,job-controller,endpointslice-controller,pod-garbage-collector-controller,ttl-after-finished-controller,disruption-controller,node-lifecycle-controller,taint-eviction-controller
 CP_MODULE_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/../tools/control-plane" && pwd)"
 CP_READINESS_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/../tools/readiness" && pwd)"
 
@@ -149,14 +163,18 @@ cp_certs() {
         -out "$1.crt" ${3:+-extfile <(printf '%s\n' "$3")} 2>/dev/null
       rm -f "$1.csr"
     }
+    # The first address of --service-cluster-ip-range is the `kubernetes` Service's: Pods connect
+    # to it (KUBERNETES_SERVICE_HOST).
     cp_sign apiserver "/CN=kube-apiserver" \
-      "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes.default.svc
+      "subjectAltName=IP:127.0.0.1,IP:$CP_SERVICE_IP,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local
 extendedKeyUsage=serverAuth"
     cp_sign controller-manager-serving "/CN=kube-controller-manager" \
       "subjectAltName=IP:127.0.0.1,DNS:localhost
 extendedKeyUsage=serverAuth"
     cp_sign admin "/O=system:masters/CN=boxtable-test-admin" "extendedKeyUsage=clientAuth"
     cp_sign controller-manager "/CN=system:kube-controller-manager" "extendedKeyUsage=clientAuth"
+    # kube-apiserver's client certificate for kubelets (logs, exec, port-forward).
+    cp_sign apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" "extendedKeyUsage=clientAuth"
     # Service-account token signing key.
     openssl genrsa -out sa.key 2048 2>/dev/null
     openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
@@ -214,6 +232,37 @@ cp_wait_ok() {
   return 1
 }
 
+# What CP_WORKLOADS=1 adds to kube-apiserver (see the top of this file); sets CP_AUTHORIZATION_MODE,
+# CP_ADMISSION_PLUGINS and CP_APISERVER_WORKLOAD_FLAGS.
+cp_workloads_config() {
+  local d=$CONTROL_PLANE_DIR
+  CP_AUTHORIZATION_MODE=RBAC
+  CP_ADMISSION_PLUGINS=NamespaceLifecycle
+  CP_APISERVER_WORKLOAD_FLAGS=()
+  [ "${CP_WORKLOADS:-}" = 1 ] || return 0
+  # Kubelets are authorised by the Node authorizer (each one reads and writes only what its Pods
+  # need, as system:node:NAME) and NodeRestriction; everyone else still by RBAC alone.
+  CP_AUTHORIZATION_MODE=Node,RBAC
+  CP_ADMISSION_PLUGINS=NamespaceLifecycle,ServiceAccount,NodeRestriction
+  cat >"$d/egress-selector.yaml" <<EOF
+apiVersion: apiserver.k8s.io/v1beta1
+kind: EgressSelectorConfiguration
+egressSelections:
+- name: cluster
+  connection:
+    proxyProtocol: HTTPConnect
+    transport:
+      uds:
+        udsName: $d/cluster-egress.sock
+EOF
+  CP_APISERVER_WORKLOAD_FLAGS=(
+    --kubelet-client-certificate "$d/apiserver-kubelet-client.crt"
+    --kubelet-client-key "$d/apiserver-kubelet-client.key"
+    --kubelet-preferred-address-types InternalIP
+    --egress-selector-config-file "$d/egress-selector.yaml"
+  )
+}
+
 cp_start_etcd() {
   local d=$CONTROL_PLANE_DIR peer
   peer=$(cp_free_port)
@@ -247,13 +296,14 @@ cp_apiserver_supervisor() {
       --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$CP_APISERVER_PORT" \
       --tls-cert-file "$d/apiserver.crt" --tls-private-key-file "$d/apiserver.key" \
       --client-ca-file "$d/ca.crt" \
-      --authorization-mode RBAC \
-      --enable-admission-plugins NamespaceLifecycle \
+      --authorization-mode "$CP_AUTHORIZATION_MODE" \
+      --enable-admission-plugins "$CP_ADMISSION_PLUGINS" \
       --service-account-issuer https://kubernetes.default.svc \
       --service-account-key-file "$d/sa.pub" --service-account-signing-key-file "$d/sa.key" \
-      --service-cluster-ip-range 10.96.0.0/24 --endpoint-reconciler-type none \
+      --service-cluster-ip-range "$CP_SERVICE_RANGE" --endpoint-reconciler-type none \
       --audit-policy-file "$d/audit-policy.yaml" --audit-log-path "$d/audit.log" \
       --audit-log-format json --audit-log-mode blocking --audit-log-maxsize 0 \
+      "${CP_APISERVER_WORKLOAD_FLAGS[@]}" \
       --profiling=false --v 1 >>"$d/kube-apiserver.log" 2>&1 &
     pid=$!
     echo "$pid" >"$d/kube-apiserver.pid.tmp" && mv "$d/kube-apiserver.pid.tmp" "$d/kube-apiserver.pid"
@@ -284,7 +334,7 @@ cp_start_controller_manager() {
     --bind-address 127.0.0.1 --secure-port "$port" --leader-elect=false \
     --tls-cert-file "$d/controller-manager-serving.crt" --tls-private-key-file "$d/controller-manager-serving.key" \
     --client-ca-file "$d/ca.crt" --authentication-skip-lookup \
-    --controllers namespace-controller,garbage-collector-controller,serviceaccount-controller,serviceaccount-token-controller,clusterrole-aggregation-controller,root-ca-certificate-publisher-controller \
+    --controllers "$CP_CONTROLLERS${CP_WORKLOADS:+,$CP_WORKLOAD_CONTROLLERS}" \
     --use-service-account-credentials \
     --service-account-private-key-file "$d/sa.key" --root-ca-file "$d/ca.crt" \
     --profiling=false --v 1 >"$d/kube-controller-manager.log" 2>&1 &
@@ -381,12 +431,15 @@ cp_start() {
   CONTROL_PLANE_AUDIT_LOG="$CONTROL_PLANE_DIR/audit.log"
   cp_kubeconfig "$CONTROL_PLANE_KUBECONFIG" admin
   cp_kubeconfig "$CONTROL_PLANE_DIR/controller-manager.kubeconfig" controller-manager
+  cp_workloads_config
   cp_start_etcd || return 1
   cp_start_apiserver || return 1
   cp_start_controller_manager || return 1
   cp_watchdog
   export CONTROL_PLANE_SERVER CONTROL_PLANE_KUBECONFIG CONTROL_PLANE_AUDIT_LOG CONTROL_PLANE_ETCD
   export CONTROL_PLANE_APISERVER_PIDFILE="$CONTROL_PLANE_DIR/kube-apiserver.pid"
+  # For scripts/node.sh.
+  export CP_APISERVER_PORT CP_SERVICE_IP CP_SERVICE_RANGE
   local ms=$(( ($(date +%s%N) - started) / 1000000 ))
   cp_log "Kubernetes $CP_RELEASE at $CONTROL_PLANE_SERVER, started in $(( ms / 1000 )).$(( ms % 1000 / 100 ))s"
 }

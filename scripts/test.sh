@@ -6,12 +6,15 @@
 # Starts a throwaway PostgreSQL unless DATABASE_URL is already set (it must then point at a
 # disposable server where the user may create databases and roles), and a throwaway control
 # plane (etcd, kube-apiserver, kube-controller-manager; built from Go modules the first time and
-# cached, see scripts/control-plane.sh) unless CONTROL_PLANE_KUBECONFIG is already set, and Helm 3
-# and Helm 4 for the chart tests (built the same way, see scripts/helm.sh).
+# cached, see scripts/control-plane.sh) unless CONTROL_PLANE_KUBECONFIG is already set, with a
+# real node next to it (kubelet, containerd and runc in namespaces of their own, see
+# scripts/node.sh) unless NODE_DIR is already set, and Helm 3 and Helm 4 for the chart tests
+# (built the same way, see scripts/helm.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/pg.sh
 . scripts/control-plane.sh
+. scripts/node.sh
 . scripts/helm.sh
 
 # PostgreSQL server binaries (also used to start private clusters for restart and replica
@@ -21,7 +24,11 @@ if [ -z "${DATABASE_URL:-}" ]; then
   pg_start
 fi
 if [ -z "${CONTROL_PLANE_KUBECONFIG:-}" ]; then
-  cp_start
+  # With what Pods on the node need (see scripts/control-plane.sh).
+  CP_WORKLOADS=1 cp_start
+fi
+if [ -z "${NODE_DIR:-}" ]; then
+  node_start
 fi
 # Helm 3 and Helm 4 for the chart tests (tests/suite/helm_chart.rs); built once, like the control plane.
 helm_build
@@ -42,13 +49,19 @@ fi
 # - one controller_deletion test, which takes a validation rule out of the cluster-wide CRD for a
 #   while (the schema tests would see it missing);
 # - the telemetry test of boxtable_lock_held, a gauge of the whole process that every test holding
-#   an advisory lock in this binary moves.
+#   an advisory lock in this binary moves;
+# - node_install::, node_failover:: and node_helm::, which install the operator cluster-wide as
+#   Pods on the node (from dist/install.yaml or the chart): they would reconcile every other
+#   test's BoxTables, and the first two take the shared Lease.
 # Each filter names that module or test and nothing else (libtest filters are substrings).
 isolated=(
   soak::
   e2e_api_restart::
   controller_deletion::a_drop_still_runs_when_the_spec_no_longer_plans
   telemetry::lock_held_counts_the_locks_this_process_holds
+  node_install::
+  node_failover::
+  node_helm::
 )
 skip=()
 for filter in "${isolated[@]}"; do skip+=(--skip "$filter"); done

@@ -4,7 +4,8 @@
 //! fixtures that rustc checks for dead code as a whole, and tests from every area running side by
 //! side. The few that change what all the others share (the soak's replicas electing a leader
 //! through the shared Lease, the restart of the one API server, a rule taken out of the
-//! cluster-wide CRD) run after the rest, one at a time; see `scripts/test.sh`.
+//! cluster-wide CRD, the operator installed cluster-wide as Pods on the node) run after the rest,
+//! one at a time; see `scripts/test.sh`.
 // Fixture helpers outside #[test] functions fail loudly too; clippy.toml only covers #[test] bodies.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -63,6 +64,9 @@ mod migrate_scope_and_drop;
 mod migrate_snapshot;
 mod migrate_upgrade;
 mod monitoring_rules;
+mod node_failover;
+mod node_helm;
+mod node_install;
 mod readiness_clients;
 mod release_workflow;
 mod reliability_cluster;

@@ -3,7 +3,8 @@
 //! fault-injecting proxy in front of it ([`fault_proxy`]), the controller under test
 //! ([`controller`]), the operator binary end to end ([`e2e`]), private PostgreSQL clusters and
 //! poolers for the reliability scenarios ([`reliability`]), a scripted PostgreSQL wire server
-//! ([`wire`]) and the monitoring files ([`monitoring`]).
+//! ([`wire`]), the monitoring files ([`monitoring`]) and the real node the operator's image runs
+//! on as Pods ([`node`]).
 
 pub mod control_plane;
 pub mod controller;
@@ -12,6 +13,8 @@ pub mod e2e;
 pub mod fault_proxy;
 pub mod migrate;
 pub mod monitoring;
+pub mod node;
+pub mod node_install;
 pub mod reliability;
 pub mod wire;
 

@@ -1,0 +1,260 @@
+//! The operator installed on the real node the way a user installs it: a kustomize overlay of a
+//! copy of `dist/install.yaml` that overrides the image with the one `scripts/image.sh` built from
+//! this commit (loaded into the node, `imagePullPolicy: Never`), rolled out, and scaled to zero
+//! when the fixture is dropped, so the tests after it find the shared Lease free.
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::support::control_plane::{ControlPlane, OPERATOR_NAMESPACE, control_plane, root};
+use crate::support::node::{Node, get_json, node, operator_image, printed, wait_for};
+
+/// The operator's Deployment, from `dist/install.yaml`.
+pub const DEPLOYMENT: &str = "boxtable-operator";
+/// The label its Pods carry.
+pub const SELECTOR: &str = "app.kubernetes.io/name=boxtable-operator";
+
+/// The install; on drop the namespaces registered with [`Install::namespace`] are deleted and the
+/// Deployment is scaled to zero, its Pods gone.
+pub struct Install {
+    pub plane: &'static ControlPlane,
+    pub node: &'static Node,
+    /// The image the Deployment runs.
+    pub image: &'static str,
+    /// From `kubectl apply` to the end of `kubectl rollout status`.
+    pub rollout: Duration,
+    namespaces: Vec<String>,
+}
+
+/// A kustomize overlay of a copy of `dist/install.yaml` in `dir`, as a user overrides the image:
+/// the image loaded into the node, never pulled.
+pub fn overlay(dir: &std::path::Path, image: &str) {
+    std::fs::copy(root().join("dist/install.yaml"), dir.join("install.yaml")).unwrap();
+    let (name, tag) = image.rsplit_once(':').unwrap();
+    std::fs::write(
+        dir.join("kustomization.yaml"),
+        format!(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\n\
+             kind: Kustomization\n\
+             resources:\n  - install.yaml\n\
+             images:\n  - name: ghcr.io/boxtable/boxtable-operator\n    newName: {name}\n    newTag: \"{tag}\"\n\
+             patches:\n  - target: {{kind: Deployment, name: boxtable-operator}}\n    patch: |-\n      \
+             - op: replace\n        path: /spec/template/spec/containers/0/imagePullPolicy\n        value: Never\n"
+        ),
+    )
+    .unwrap();
+}
+
+impl Install {
+    /// `kubectl apply -k` of the overlay, then `kubectl rollout status` (fails the test when the
+    /// rollout does not complete in 3 minutes), then waits for two Ready Pods.
+    pub fn dist() -> Install {
+        let plane = control_plane();
+        let node = node();
+        let image = operator_image();
+        let mut install = Install {
+            plane,
+            node,
+            image,
+            rollout: Duration::ZERO,
+            namespaces: Vec::new(),
+        };
+        let dir = tempfile::tempdir().unwrap();
+        overlay(dir.path(), image);
+        let started = Instant::now();
+        plane
+            .kubectl_admin(&["apply", "-k", dir.path().to_str().unwrap()], None)
+            .unwrap_or_else(|m| panic!("{m}"));
+        let rollout = plane.kubectl_as(
+            &plane.admin_kubeconfig,
+            &[
+                "-n",
+                OPERATOR_NAMESPACE,
+                "rollout",
+                "status",
+                &format!("deployment/{DEPLOYMENT}"),
+                "--timeout=180s",
+            ],
+            None,
+        );
+        assert!(
+            rollout.status.success(),
+            "the rollout did not complete: {}\npods: {:#}",
+            printed(&rollout),
+            Value::Array(install.pods())
+        );
+        install.rollout = started.elapsed();
+        install.ready_pods(2);
+        install
+    }
+
+    /// Deletes namespace `name` (and so its BoxTables, while the operator still runs) when the
+    /// install is removed.
+    pub fn namespace(&mut self, name: &str) {
+        self.namespaces.push(name.to_owned());
+    }
+
+    /// The operator's Pods that are not being deleted.
+    pub fn pods(&self) -> Vec<Value> {
+        let pods = get_json(
+            self.plane,
+            &["-n", OPERATOR_NAMESPACE, "pods", "-l", SELECTOR],
+        );
+        pods["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+            .cloned()
+            .collect()
+    }
+
+    /// Waits (a minute at most) for `n` Ready Pods and no other, and returns them.
+    pub fn ready_pods(&self, n: usize) -> Vec<Value> {
+        wait_for(
+            &format!("{n} Ready operator Pods"),
+            Duration::from_secs(60),
+            || {
+                let pods = self.pods();
+                (pods.len() == n && pods.iter().all(is_ready)).then_some(pods)
+            },
+        )
+    }
+
+    /// The Lease `boxtable-operator`: (holder, renewTime, acquireTime), holder empty when none.
+    pub fn lease(&self) -> (String, Option<jiff::Timestamp>, Option<jiff::Timestamp>) {
+        let lease = get_json(
+            self.plane,
+            &["-n", OPERATOR_NAMESPACE, "lease", "boxtable-operator"],
+        );
+        let spec = &lease["spec"];
+        let time = |field: &str| spec[field].as_str().and_then(|t| t.parse().ok());
+        (
+            spec["holderIdentity"].as_str().unwrap_or("").to_owned(),
+            time("renewTime"),
+            time("acquireTime"),
+        )
+    }
+
+    /// Waits (a minute at most) until one of `pods` holds the Lease; returns its name.
+    pub fn leader(&self, pods: &[Value]) -> String {
+        wait_for(
+            "the Lease held by an operator Pod",
+            Duration::from_secs(60),
+            || {
+                let (holder, _, _) = self.lease();
+                pods.iter()
+                    .any(|p| p["metadata"]["name"] == holder.as_str())
+                    .then_some(holder)
+            },
+        )
+    }
+}
+
+impl Drop for Install {
+    fn drop(&mut self) {
+        for namespace in &self.namespaces {
+            let _ = self.plane.kubectl_admin(
+                &[
+                    "delete",
+                    "namespace",
+                    namespace,
+                    "--ignore-not-found",
+                    "--timeout=120s",
+                ],
+                None,
+            );
+        }
+        // Scaled to zero rather than deleted: the uninstall guard of dist/install.yaml refuses to
+        // delete the Deployment while the CRD exists (and the next install scales it up again).
+        let _ = self.plane.kubectl_admin(
+            &[
+                "-n",
+                OPERATOR_NAMESPACE,
+                "scale",
+                "deployment",
+                DEPLOYMENT,
+                "--replicas=0",
+            ],
+            None,
+        );
+        // The tests after this one elect through the same Lease: the Pods must be gone.
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let mut left = Vec::new();
+        while Instant::now() < deadline {
+            let listed = self.plane.kubectl_admin(
+                &[
+                    "-n",
+                    OPERATOR_NAMESPACE,
+                    "get",
+                    "pods",
+                    "-l",
+                    SELECTOR,
+                    "-o",
+                    "json",
+                ],
+                None,
+            );
+            left = listed
+                .ok()
+                .and_then(|text| serde_json::from_str::<Value>(&text).ok())
+                .and_then(|pods| pods["items"].as_array().cloned())
+                .unwrap_or_else(|| vec![Value::Null]);
+            if left.is_empty() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        if !std::thread::panicking() {
+            panic!(
+                "the operator's Pods were still there 2 minutes after scaling to zero: {:?}",
+                left.iter()
+                    .map(|p| p["metadata"]["name"].to_string())
+                    .collect::<Vec<_>>()
+            );
+        }
+    }
+}
+
+/// Whether `pod` is Ready.
+pub fn is_ready(pod: &Value) -> bool {
+    pod["status"]["conditions"].as_array().is_some_and(|c| {
+        c.iter()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True")
+    })
+}
+
+/// The name of `pod`.
+pub fn name(pod: &Value) -> String {
+    pod["metadata"]["name"].as_str().unwrap().to_owned()
+}
+
+/// A Secret named `name` in `namespace` with the connection string the node's Pods reach database
+/// `db` of the suite's PostgreSQL by (through the node's forwarder).
+pub fn secret_for(node: &Node, namespace: &str, name: &str, db: &crate::support::TestDb) -> String {
+    format!(
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: {name}\n  namespace: {namespace}\n\
+         stringData:\n  connectionString: \"{}\"\n",
+        connection_string(node, db)
+    )
+}
+
+/// An Npgsql connection string for database `db` at the address the node's Pods reach the suite's
+/// PostgreSQL by.
+pub fn connection_string(node: &Node, db: &crate::support::TestDb) -> String {
+    let postgres = node.postgres.clone().unwrap_or_else(|| {
+        panic!(
+            "the node forwards no PostgreSQL (NODE_POSTGRES is empty): scripts/node.sh forwards \
+             the one of DATABASE_URL when it listens on the host's loopback, as scripts/pg.sh's does"
+        )
+    });
+    let (host, port) = postgres.rsplit_once(':').unwrap();
+    let config = db.config();
+    format!(
+        "Host={host};Port={port};Database={};Username={};Password={};SSL Mode=Disable",
+        db.name,
+        config.get_user().unwrap(),
+        String::from_utf8_lossy(config.get_password().unwrap())
+    )
+}
