@@ -384,9 +384,9 @@ cp_stop() {
 # Runs cp_stop before whatever EXIT trap the shell already has (pg.sh's, for example).
 cp_trap_exit() {
   local existing
-  existing=$(trap -p EXIT | sed -E "s/^trap -- '(.*)' EXIT$/\1/")
+  existing=$(trap -p EXIT | sed -E "s/^trap -- '(.*)' EXIT$/\1/; s/[; ]+$//")
   # shellcheck disable=SC2064
-  trap "cp_stop; $existing" EXIT
+  trap "cp_stop${existing:+; $existing}" EXIT
   trap 'exit 129' HUP
   trap 'exit 130' INT
   trap 'exit 143' TERM

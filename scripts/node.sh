@@ -613,9 +613,9 @@ node_stop() {
 # makes the run fail when the node left something behind.
 node_trap_exit() {
   local existing
-  existing=$(trap -p EXIT | sed -E "s/^trap -- '(.*)' EXIT$/\1/")
+  existing=$(trap -p EXIT | sed -E "s/^trap -- '(.*)' EXIT$/\1/; s/[; ]+$//")
   # shellcheck disable=SC2064
-  trap "node_stop || NODE_STOP_FAILED=1; $existing; [ -z \"\${NODE_STOP_FAILED:-}\" ] || exit 1" EXIT
+  trap "node_stop || NODE_STOP_FAILED=1${existing:+; $existing}; [ -z \"\${NODE_STOP_FAILED:-}\" ] || exit 1" EXIT
   trap 'exit 129' HUP
   trap 'exit 130' INT
   trap 'exit 143' TERM

@@ -6,15 +6,14 @@
 # Starts a throwaway PostgreSQL unless DATABASE_URL is already set (it must then point at a
 # disposable server where the user may create databases and roles), and a throwaway control
 # plane (etcd, kube-apiserver, kube-controller-manager; built from Go modules the first time and
-# cached, see scripts/control-plane.sh) unless CONTROL_PLANE_KUBECONFIG is already set, with a
-# real node next to it (kubelet, containerd and runc in namespaces of their own, see
-# scripts/node.sh) unless NODE_DIR is already set, and Helm 3 and Helm 4 for the chart tests
-# (built the same way, see scripts/helm.sh).
+# cached, see scripts/control-plane.sh) unless CONTROL_PLANE_KUBECONFIG is already set, and Helm 3
+# and Helm 4 for the chart tests (built the same way, see scripts/helm.sh). The node tests (the
+# operator's image as Pods on a real node) run beside the rest, on a control plane and a node of
+# their own: see scripts/test-node.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/pg.sh
 . scripts/control-plane.sh
-. scripts/node.sh
 . scripts/helm.sh
 
 # PostgreSQL server binaries (also used to start private clusters for restart and replica
@@ -23,12 +22,22 @@ scripts/reliability.sh --install
 if [ -z "${DATABASE_URL:-}" ]; then
   pg_start
 fi
-if [ -z "${CONTROL_PLANE_KUBECONFIG:-}" ]; then
-  # With what Pods on the node need (see scripts/control-plane.sh).
-  CP_WORKLOADS=1 cp_start
+
+# Without arguments: the node tests start now, in a process group of their own (ended if this run
+# is), and their output is printed when they end.
+node_modules=()
+node_phase=
+if [ $# -eq 0 ]; then
+  mapfile -t node_modules < <(scripts/test-node.sh --modules)
+  node_output=$(mktemp "${TMPDIR:-/tmp}/boxtable-test-node.XXXXXX")
+  setsid scripts/test-node.sh >"$node_output" 2>&1 &
+  node_phase=$!
+  existing=$(trap -p EXIT | sed -E "s/^trap -- '(.*)' EXIT$/\1/")
+  # shellcheck disable=SC2064
+  trap "kill -TERM -- -$node_phase 2>/dev/null && wait $node_phase; rm -f '$node_output'; $existing" EXIT
 fi
-if [ -z "${NODE_DIR:-}" ]; then
-  node_start
+if [ -z "${CONTROL_PLANE_KUBECONFIG:-}" ]; then
+  cp_start
 fi
 # Helm 3 and Helm 4 for the chart tests (tests/suite/helm_chart.rs); built once, like the control plane.
 helm_build
@@ -49,25 +58,26 @@ fi
 # - one controller_deletion test, which takes a validation rule out of the cluster-wide CRD for a
 #   while (the schema tests would see it missing);
 # - the telemetry test of boxtable_lock_held, a gauge of the whole process that every test holding
-#   an advisory lock in this binary moves;
-# - node_install::, node_failover:: and node_helm::, which install the operator cluster-wide as
-#   Pods on the node (from dist/install.yaml or the chart): they would reconcile every other
-#   test's BoxTables, and the first two take the shared Lease.
+#   an advisory lock in this binary moves.
 # Each filter names that module or test and nothing else (libtest filters are substrings).
 isolated=(
   soak::
   e2e_api_restart::
   controller_deletion::a_drop_still_runs_when_the_spec_no_longer_plans
   telemetry::lock_held_counts_the_locks_this_process_holds
-  node_install::
-  node_failover::
-  node_helm::
 )
 skip=()
-for filter in "${isolated[@]}"; do skip+=(--skip "$filter"); done
+for filter in "${isolated[@]}" "${node_modules[@]}"; do skip+=(--skip "$filter"); done
 # Every test binary runs even after one fails, and the isolated phase runs even after the main one
 # failed, so a red run shows every failure at once.
 status=0
 cargo test --workspace --no-fail-fast -- "${skip[@]}" || status=$?
 cargo test --test suite --no-fail-fast -- --test-threads 1 "${isolated[@]}" || status=$?
+if [ -n "$node_phase" ]; then
+  node_status=0
+  wait "$node_phase" || node_status=$?
+  echo "test.sh: the node tests (scripts/test-node.sh), which ran beside the rest, ended with status $node_status:" >&2
+  cat "$node_output"
+  [ "$node_status" -eq 0 ] || status=$node_status
+fi
 exit "$status"

@@ -67,6 +67,7 @@ mod monitoring_rules;
 mod node_failover;
 mod node_helm;
 mod node_install;
+mod node_scale;
 mod readiness_clients;
 mod release_workflow;
 mod reliability_cluster;

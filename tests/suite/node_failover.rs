@@ -14,7 +14,6 @@ use std::time::{Duration, Instant};
 use boxtable_operator::controller::leader::LEASE_DURATION;
 use boxtable_operator::ident::QualifiedName;
 use boxtable_operator::lock::LockIdentity;
-use serde_json::Value;
 
 use crate::support::control_plane::{ControlPlane, OPERATOR_NAMESPACE};
 use crate::support::node::{get_json, printed, wait_for};
@@ -182,7 +181,8 @@ fn the_leader_deleted_during_a_lock_wait_exits_at_once_and_hands_the_lease_over(
     let locks: i64 = runtime.block_on(async {
         app.query_one(
             "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted \
-             AND pid <> pg_backend_pid()",
+             AND pid <> pg_backend_pid() \
+             AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
             &[],
         )
         .await
@@ -220,22 +220,6 @@ fn the_leader_deleted_during_a_lock_wait_exits_at_once_and_hands_the_lease_over(
     );
 }
 
-/// The host pid of the operator's process in `pod` (found by the Pod's cgroup).
-fn operator_pid(install: &Install, pod: &Value) -> u32 {
-    let uid = pod["metadata"]["uid"].as_str().unwrap();
-    install
-        .node
-        .processes()
-        .into_iter()
-        .find(|pid| {
-            let cmdline =
-                std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            let cgroup = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
-            cmdline.starts_with("/boxtable-operator\0") && cgroup.contains(&format!("pod{uid}"))
-        })
-        .unwrap_or_else(|| panic!("no operator process in Pod {}", name(pod)))
-}
-
 #[test]
 fn a_container_killed_with_sigkill_is_restarted_once_by_the_kubelet_and_converges() {
     const NS: &str = "node-sigkill";
@@ -246,7 +230,7 @@ fn a_container_killed_with_sigkill_is_restarted_once_by_the_kubelet_and_converge
     let pods = install.ready_pods(2);
     let leader = install.leader(&pods);
     let pod = pods.iter().find(|p| name(p) == leader).unwrap();
-    let pid = operator_pid(&install, pod);
+    let pid = install.operator_pid(pod);
     let started = Instant::now();
     let killed = Command::new("kill")
         .args(["-KILL", &pid.to_string()])

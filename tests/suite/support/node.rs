@@ -30,10 +30,10 @@ pub struct Node {
 }
 
 const HOW_TO_GET_IT: &str = "the node tests run Pods on a real node (kubelet, containerd and runc \
-    in namespaces of their own) that scripts/test.sh starts after the control plane. Run \
-    scripts/test.sh as root, or start both in a root shell with `. scripts/pg.sh && pg_start && \
-    . scripts/control-plane.sh && . scripts/node.sh && CP_WORKLOADS=1 cp_start && node_start` \
-    and run cargo test from that shell";
+    in namespaces of their own) that scripts/test-node.sh starts with a control plane of its own. \
+    Run them as root with `scripts/test-node.sh [FILTER...]` (scripts/test.sh runs it beside the \
+    other tests), or open a shell with both started by `scripts/test-node.sh --shell` and run \
+    cargo test from that shell";
 
 /// Reads the node's location from the environment, or says how to get one.
 pub fn find(env: impl Fn(&str) -> Option<String>) -> Result<Node, String> {

@@ -137,6 +137,22 @@ impl Install {
         )
     }
 
+    /// The pid, on the host, of the operator's process in `pod`.
+    pub fn operator_pid(&self, pod: &Value) -> u32 {
+        let uid = pod["metadata"]["uid"].as_str().unwrap();
+        self.node
+            .processes()
+            .into_iter()
+            .find(|pid| {
+                let cmdline =
+                    std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+                let cgroup =
+                    std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
+                cmdline.starts_with("/boxtable-operator\0") && cgroup.contains(&format!("pod{uid}"))
+            })
+            .unwrap_or_else(|| panic!("no operator process in Pod {}", name(pod)))
+    }
+
     /// Waits (a minute at most) until one of `pods` holds the Lease; returns its name.
     pub fn leader(&self, pods: &[Value]) -> String {
         wait_for(

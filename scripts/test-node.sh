@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The node tests: the operator's image (scripts/image.sh, this commit) run as Pods on a real node
+# (scripts/node.sh: kubelet, containerd and runc in namespaces of their own) next to a control
+# plane of their own (scripts/control-plane.sh with CP_WORKLOADS=1), installed the way users
+# install it (dist/install.yaml, the Helm chart, examples/jobs/). scripts/test.sh runs this beside
+# its main phase; run it alone to work on the node tests:
+#
+#   scripts/test-node.sh                                 every node test (the modules node_*)
+#   scripts/test-node.sh node_failover::                 some of them (libtest filters)
+#   scripts/test-node.sh --shell                         start the control plane and the node and
+#                                                        open a shell with KUBECONFIG and kubectl
+#                                                        set (kubectl get pods -A, logs, exec);
+#                                                        leaving it stops everything
+#   scripts/test-node.sh --modules                       print the modules (for scripts/test.sh)
+#
+# The tests run one at a time: each installs the operator cluster-wide and takes its Lease.
+# Starts a throwaway PostgreSQL unless DATABASE_URL is set.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/pg.sh
+. scripts/control-plane.sh
+. scripts/node.sh
+. scripts/helm.sh
+
+# Every module of tests/suite whose tests run on the node.
+NODE_TEST_MODULES=(node_install:: node_failover:: node_helm:: node_scale::)
+
+shell=
+filters=()
+for arg in "$@"; do
+  case "$arg" in
+    --shell) shell=1 ;;
+    --modules) printf '%s\n' "${NODE_TEST_MODULES[@]}"; exit 0 ;;
+    *) filters+=("$arg") ;;
+  esac
+done
+[ ${#filters[@]} -gt 0 ] || filters=("${NODE_TEST_MODULES[@]}")
+
+if [ -z "$shell" ]; then
+  helm_build
+  # The test binary and the operator binary the image ships, before the servers start.
+  cargo build --workspace --bins
+  cargo test --test suite --no-run
+fi
+if [ -z "${DATABASE_URL:-}" ]; then
+  pg_start
+fi
+CP_WORKLOADS=1 cp_start
+node_start
+if [ -n "$shell" ]; then
+  cp_use_kubectl
+  export KUBECONFIG="$CONTROL_PLANE_KUBECONFIG"
+  echo "test-node.sh: the node $NODE_NAME is Ready; KUBECONFIG is set; exit the shell to stop everything" >&2
+  "${SHELL:-bash}" -i || true
+  exit 0
+fi
+cargo test --test suite --no-fail-fast -- --test-threads 1 "${filters[@]}"
