@@ -118,36 +118,6 @@ impl Session {
         }
     }
 
-    /// Opens a session without TLS from a driver config, setting `application_name` and TCP
-    /// keepalives.
-    ///
-    /// # Errors
-    /// [`ConnectError`] when the server cannot be reached or refuses the session.
-    pub async fn connect_plain(
-        mut config: Config,
-        application_name: &str,
-    ) -> Result<Self, ConnectError> {
-        let timeout = config
-            .get_connect_timeout()
-            .copied()
-            .unwrap_or(DEFAULT_CONNECT_TIMEOUT);
-        config
-            .connect_timeout(timeout)
-            .ssl_mode(tokio_postgres::config::SslMode::Disable);
-        Self::open(
-            config,
-            NoTls,
-            None,
-            application_name,
-            timeout,
-            Asked {
-                mode: TlsMode::Disable,
-                client_cert: false,
-            },
-        )
-        .await
-    }
-
     /// Connects with `config` over `tls`; `asked` is what the connection string asked for, for
     /// messages.
     async fn open<T>(

@@ -375,9 +375,7 @@ async fn sessions_keep_tcp_keepalives_on_and_can_cancel_a_running_statement() {
 #[tokio::test]
 async fn a_session_knows_its_servers_version_from_its_setup_and_the_server_is_supported() {
     let db = support::fresh_db().await;
-    let session = Session::connect_plain(db.config(), "boxtable-operator-test")
-        .await
-        .unwrap();
+    let session = db.session("boxtable-operator-test").await;
     let shown: String = session
         .client()
         .query_one("SHOW server_version_num", &[])

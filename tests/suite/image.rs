@@ -439,7 +439,7 @@ fn the_sbom_lists_the_crates_of_the_binary_from_cargo_lock_and_the_debian_packag
         missing.is_empty(),
         "crates of the binary missing from the SBOM: {missing:?}"
     );
-    for dev_only in ["proptest", "criterion", "mlua", "boxtable-localapi"] {
+    for dev_only in ["proptest", "criterion", "boxtable-localapi"] {
         assert!(
             !listed.iter().any(|(name, _)| name == dev_only),
             "{dev_only} is a dev-dependency, not in the binary"

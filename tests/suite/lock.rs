@@ -40,7 +40,7 @@ fn vectors() -> Vec<Vector> {
 }
 
 async fn session(db: &support::TestDb, app: &str) -> Session {
-    Session::connect_plain(db.config(), app).await.unwrap()
+    db.session(app).await
 }
 
 /// Advisory lock rows for `identity` in the test database: (pid, classid, objid, objsubid, granted).

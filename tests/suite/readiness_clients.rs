@@ -58,7 +58,8 @@ fn kstatus(object: &Value) -> String {
     judge(&["kstatus"], object).0
 }
 
-fn argocd(object: &Value) -> (String, String) {
+/// `(status, message)` of the Argo CD health check for `object`, as Argo CD would judge it.
+pub(crate) fn argocd(object: &Value) -> (String, String) {
     judge(&["argocd", "deploy/argocd/boxtable-health.lua"], object)
 }
 

@@ -2,6 +2,7 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use boxtable_operator::db::{Connection, Session};
 use tokio_postgres::{Client, Config, NoTls};
 
 /// The server URL, or a failure that says how to get one. Tests never skip silently.
@@ -90,6 +91,17 @@ impl TestDb {
     /// The driver config for this database.
     pub fn config(&self) -> Config {
         self.url.parse().expect("test database URL")
+    }
+
+    /// A dedicated session on this database as the operator opens one, without TLS (the test
+    /// server has none).
+    pub async fn session(&self, application_name: &str) -> Session {
+        let separator = if self.url.contains('?') { '&' } else { '?' };
+        let url = format!("{}{separator}sslmode=disable", self.url);
+        let connection = Connection::parse(&url).expect("test database URL");
+        Session::connect(&connection, application_name)
+            .await
+            .expect("a session on the test database")
     }
 }
 

@@ -181,9 +181,7 @@ pub async fn table_comment(client: &Client, qualified: &str) -> Option<String> {
 
 /// A dedicated session on the test database, as the operator opens one.
 pub async fn session(db: &TestDb) -> Session {
-    Session::connect_plain(db.config(), "boxtable-operator-test")
-        .await
-        .unwrap()
+    db.session("boxtable-operator-test").await
 }
 
 /// One run on a new session, never cancelled.
