@@ -1,17 +1,16 @@
 #!/usr/bin/env bash
-# Benchmarks against the floor (plain PostgreSQL) and the peers (sqlx-cli; Atlas Operator), side by
-# side in one run. Prints one table; BENCHMARKS.md explains every row. Usage: scripts/bench.sh
+# Benchmarks against the floor (plain PostgreSQL) and the peer (sqlx-cli), side by side in one
+# run. Prints one table; BENCHMARKS.md explains every row. Usage: scripts/bench.sh
 #
 # Installs what it needs (PostgreSQL via scripts/pg.sh, python3, sqlx-cli into target/bench-tools,
-# built once and cached; the control plane via scripts/control-plane.sh and Atlas Operator via
-# scripts/bench/atlas.sh, both built from pinned Go modules and cached), builds release binaries,
+# built once and cached; the control plane via scripts/control-plane.sh, built from pinned Go
+# modules and cached), builds release binaries,
 # starts its own throwaway PostgreSQL and control plane, and leaves raw results in
 # target/bench-results/*.json (target/ is $CARGO_TARGET_DIR when set).
 #
 # Knobs (environment): BENCH_RUNS (15, items 3 and 5), BENCH_BULK_RUNS (3, item 4),
 # BENCH_CONTENTION_RUNS (5, item 7), BENCH_BOXTABLES (10000, item 6), BENCH_SCHEMAS (1000, item 6),
-# BENCH_SECRETS (2000, item 6), BENCH_SECRET_KIB (200, item 6), BENCH_PEER_N (20, item 8),
-# BENCH_PEER_TIMEOUT (180 s, item 8),
+# BENCH_SECRETS (2000, item 6), BENCH_SECRET_KIB (200, item 6),
 # BENCH_BULK_TABLES (500, item 4), BENCH_PGBENCH_TX (20000, item 2), BENCH_CRITERION_SECS (3, items
 # 1 and 2), BENCH_LOCK_ROUNDS (3, item 2), SQLX (path to sqlx).
 set -euo pipefail
@@ -24,8 +23,6 @@ BOXTABLES=${BENCH_BOXTABLES:-10000}
 SCHEMAS=${BENCH_SCHEMAS:-1000}
 NOISE_SECRETS=${BENCH_SECRETS:-2000}
 NOISE_KIB=${BENCH_SECRET_KIB:-200}
-PEER_N=${BENCH_PEER_N:-20}
-PEER_TIMEOUT=${BENCH_PEER_TIMEOUT:-180}
 BULK_TABLES=${BENCH_BULK_TABLES:-500}
 PGBENCH_TX=${BENCH_PGBENCH_TX:-20000}
 CRITERION_SECS=${BENCH_CRITERION_SECS:-3}
@@ -283,46 +280,6 @@ python3 "$BENCH/scale.py" --server "$CONTROL_PLANE_SERVER" --ca "$CONTROL_PLANE_
   --admin-url "$DATABASE_URL" --database b6 --workdir "$W" \
   --count "$BOXTABLES" --schemas "$SCHEMAS" --secrets "$NOISE_SECRETS" --secret-kib "$NOISE_KIB" \
   --json "$R/6-scale.json"
-
-# ---------------------------------------------------------------- 8. a peer operator side by side
-say "8. Atlas Operator vs boxtable-operator: $PEER_N outbox tables as custom resources, same API server and database"
-. scripts/bench/atlas.sh
-bench_atlas
-kubectl_admin apply --server-side -f "$ATLAS_OPERATOR_MODULE/config/crd/bases/" >/dev/null
-# (kubectl wait fails at once while a new CRD has no status yet)
-for _ in $(seq 100); do
-  kubectl_admin wait --for=condition=Established crd/atlasschemas.db.atlasgo.io --timeout=60s >/dev/null 2>&1 && break
-  sleep 0.2
-done
-# Its own ClusterRole (config/rbac/role.yaml, `manager-role`) bound to its own ServiceAccount.
-kubectl_admin create namespace atlas-system >/dev/null
-kubectl_admin -n atlas-system create serviceaccount atlas-operator >/dev/null
-kubectl_admin apply -f "$ATLAS_OPERATOR_MODULE/config/rbac/role.yaml" >/dev/null
-kubectl_admin create clusterrolebinding atlas-operator --clusterrole manager-role \
-  --serviceaccount atlas-system:atlas-operator >/dev/null
-token_kubeconfig "$W/atlas.kubeconfig" \
-  "$(kubectl_admin create token atlas-operator -n atlas-system --duration=4h)"
-admin -c 'CREATE DATABASE b8' -c 'CREATE DATABASE b8dev'
-python3 -c "import sys; n = int(sys.argv[1]); print(''.join(f'CREATE SCHEMA a{i:04d}; CREATE SCHEMA o{i:04d};' for i in range(1, n + 1)))" \
-  "$PEER_N" | "$PSQL" -X -q -v ON_ERROR_STOP=1 -d "$(url b8)"
-PROBE_PORT=$(pg_free_port)
-peer() { # kind user operator-command metrics-url
-  python3 "$BENCH/peer.py" --kind "$1" --count "$PEER_N" --timeout "$PEER_TIMEOUT" --operator-user "$2" --operator-cmd "$3" --metrics "$4" \
-    --server "$CONTROL_PLANE_SERVER" --ca "$CONTROL_PLANE_DIR/ca.crt" \
-    --cert "$CONTROL_PLANE_DIR/admin.crt" --key "$CONTROL_PLANE_DIR/admin.key" \
-    --audit-log "$CONTROL_PLANE_AUDIT_LOG" --ddl "$BENCH/outbox_v8.sql.in" \
-    --pg-host 127.0.0.1 --pg-port "$PG_PORT" --pg-password "$PG_PASSWORD" --database b8 --dev-database b8dev \
-    --psql "$PSQL" --admin-url "$DATABASE_URL" --workdir "$W" --json "$R/8-peer-$1.json"
-}
-# SKIP_VERCHECK: no update check over the network; PREWARM_DEVDB=false: no dev-database Pod (every
-# AtlasSchema names its dev database, and no kubelet runs here).
-peer atlas system:serviceaccount:atlas-system:atlas-operator \
-  "PATH='$ATLAS_CLI_DIR':\$PATH KUBECONFIG='$W/atlas.kubeconfig' SKIP_VERCHECK=1 PREWARM_DEVDB=false exec '$ATLAS_OPERATOR' --metrics-bind-address 0 --health-probe-bind-address 127.0.0.1:$PROBE_PORT" \
-  "http://127.0.0.1:$PROBE_PORT" \
-  || say "Atlas Operator did not bring every AtlasSchema to Ready (recorded in 8-peer-atlas.json)"
-peer boxtable "$OPERATOR_USER" \
-  "KUBECONFIG='$W/operator.kubeconfig' RUST_LOG=${RUST_LOG:-info} exec '$BIN' run --namespace peer-boxtable --metrics-addr 127.0.0.1:$METRICS_PORT" \
-  "http://127.0.0.1:$METRICS_PORT"
 
 # ---------------------------------------------------------------- the table
 say "results (medians; ratio = ours / baseline; same run, same machine)"

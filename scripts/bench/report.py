@@ -200,29 +200,6 @@ def item6():
             "", "", "report", "reported")
 
 
-def item8():
-    ours = load("8-peer-boxtable.json")
-    atlas = load("8-peer-atlas.json") or {"failed": True}
-    if not ours:
-        return
-    n = ours["count"]
-    ok = atlas and not atlas.get("failed")
-    base = f"{atlas['converge_seconds']:.1f} s (Atlas Operator)" if ok else \
-        f"none Ready (Atlas Operator: {atlas.get('ready', 0)}/{n} after {atlas.get('waited_seconds', 0):.0f} s, see below)"
-    row("8", f"{n} outbox tables as custom resources, POSTed → all Ready, same API server and database",
-        f"{ours['converge_seconds']:.1f} s", base, ratio(ours["converge_seconds"], atlas["converge_seconds"]) if ok else "",
-        "report", "reported")
-    mib = ours["peak_rss_kib"] / 1024
-    row("8", "… operator peak RSS (VmHWM; Atlas: the manager, without its `atlas` child processes)",
-        f"{mib:.1f} MiB", f"{atlas['peak_rss_kib'] / 1024:.1f} MiB" if ok else "n/a",
-        ratio(mib, atlas["peak_rss_kib"] / 1024) if ok else "", "report", "reported")
-    row("8", "… operator API requests per resource (audit log)", f"{ours['requests_per_resource']:.2f}",
-        f"{atlas['requests_per_resource']:.2f}" if ok else "n/a",
-        ratio(ours["requests_per_resource"], atlas["requests_per_resource"]) if ok else "", "report", "reported")
-    row("8", "… database sessions opened", f"{ours['sessions_opened']}",
-        f"{atlas['sessions_opened']} (incl. its dev database)" if ok else "n/a", "", "report", "reported")
-
-
 def item7():
     d = load("7-contention.json")
     if not d:
@@ -234,7 +211,7 @@ def item7():
         "≤ single + 1.5 s", verdict(many <= one + 1.5))
 
 
-for f in (item1, item2, item3, item4, item5, item6, item7, item8):
+for f in (item1, item2, item3, item4, item5, item6, item7):
     f()
 header = ("#", "Measured", "Ours", "Baseline", "Ratio", "Target", "Result")
 print("| " + " | ".join(header) + " |")
@@ -274,13 +251,3 @@ if scale:
               f"{json.dumps(scale['cpu_seconds'], sort_keys=True)}")
     print(f"Item 6, setup (untimed): {scale['secrets']} Secrets POSTed in {scale['secrets_post_seconds']:.1f} s; "
           f"Ready count over time (s, Ready): {scale['progress']}")
-for kind in ("boxtable", "atlas"):
-    peer = load(f"8-peer-{kind}.json")
-    if peer and peer.get("failed"):
-        print(f"\nItem 8, {kind}: not every resource became Ready; their Ready conditions (count each): "
-              f"{json.dumps(peer.get('conditions'), sort_keys=True)}; until it was stopped after "
-              f"{peer.get('waited_seconds', 0):.0f} s its manager's peak RSS was "
-              f"{peer.get('peak_rss_kib', 0) / 1024:.1f} MiB and it made these requests (audit log): "
-              f"{json.dumps(peer.get('operator_requests_by_verb'), sort_keys=True)}")
-    elif peer:
-        print(f"\nItem 8, {kind}'s requests (audit log): {json.dumps(peer['operator_requests_by_verb'], sort_keys=True)}")
