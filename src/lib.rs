@@ -21,3 +21,4 @@ pub mod report;
 pub mod source;
 pub mod status;
 pub mod telemetry;
+pub mod waits;

@@ -30,6 +30,10 @@ pub enum Reason {
     InvalidConnectionString,
     /// The database could not be reached.
     ConnectionFailed,
+    /// The pass's waits (connecting, the reads before the lock, the lock wait) took longer than
+    /// `lock.timeout` plus the margin for connecting and reading (see [`crate::waits`]); nothing
+    /// was changed, and the pass is retried with backoff.
+    DeadlineExceeded,
     /// The database refused the credentials, or asked for a password the connection string lacks.
     AuthenticationFailed,
     /// The database the connection string names (or, naming none, the user name) does not exist.
@@ -96,7 +100,7 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason, for tests and for pre-registering metric labels.
-    pub const ALL: [Reason; 38] = [
+    pub const ALL: [Reason; 39] = [
         Reason::UpToDate,
         Reason::Migrated,
         Reason::AheadOfOperator,
@@ -108,6 +112,7 @@ impl Reason {
         Reason::SecretNotSelected,
         Reason::InvalidConnectionString,
         Reason::ConnectionFailed,
+        Reason::DeadlineExceeded,
         Reason::AuthenticationFailed,
         Reason::DatabaseNotFound,
         Reason::TlsFailed,
@@ -151,6 +156,7 @@ impl Reason {
             Reason::SecretNotSelected => "SecretNotSelected",
             Reason::InvalidConnectionString => "InvalidConnectionString",
             Reason::ConnectionFailed => "ConnectionFailed",
+            Reason::DeadlineExceeded => "DeadlineExceeded",
             Reason::AuthenticationFailed => "AuthenticationFailed",
             Reason::DatabaseNotFound => "DatabaseNotFound",
             Reason::TlsFailed => "TlsFailed",

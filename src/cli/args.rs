@@ -44,7 +44,8 @@ pub struct RunArgs {
         value_delimiter = ','
     )]
     pub namespaces: Vec<String>,
-    /// BoxTables reconciled at once.
+    /// BoxTables reconciled at once, in all watched namespaces together; a namespace gets at most
+    /// half of them while another namespace has work waiting.
     #[arg(long, default_value_t = 4)]
     pub concurrency: u16,
     /// Address of /metrics, /healthz and /readyz.

@@ -45,6 +45,8 @@ pub struct Context {
     pub secrets: Arc<secrets::SecretReader>,
     /// The PostgreSQL sessions kept between passes, shared by every pass of this process.
     pub sessions: Arc<crate::db::SessionPool>,
+    /// The workers every pass takes one of, shared by all namespaces.
+    pub workers: Arc<super::workers::Workers>,
     /// This cluster's name in ownership records.
     pub cluster_name: String,
 }

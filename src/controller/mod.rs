@@ -19,6 +19,7 @@ mod secret_guard;
 mod secret_orphans;
 pub mod secrets;
 mod wording;
+pub mod workers;
 mod write;
 
 use std::sync::Arc;
@@ -46,7 +47,7 @@ const READINESS_POLL: Duration = Duration::from_millis(250);
 pub struct Settings {
     /// Namespaces to watch; empty means all namespaces.
     pub namespaces: Vec<String>,
-    /// Reconciles running at once.
+    /// Reconciles running at once, in all watched namespaces together (see [`workers`]).
     pub concurrency: u16,
     /// Drift check interval for Ready tables (and retry interval for stalled ones).
     pub resync: Duration,
@@ -177,6 +178,8 @@ pub async fn run(
         let stop = stop.clone();
         tokio::spawn(async move { sessions.expire_idle_until(&stop).await })
     };
+    // One pool of workers for every namespace scope, shared out fairly between namespaces.
+    let workers = workers::Workers::new(usize::from(settings.concurrency));
     let scopes: Vec<Option<String>> = if settings.namespaces.is_empty() {
         vec![None]
     } else {
@@ -227,6 +230,7 @@ pub async fn run(
             holds,
             secrets: reader,
             sessions: sessions.clone(),
+            workers: workers.clone(),
             cluster_name: settings.cluster_name.clone(),
         });
         let readiness = readiness.clone();
@@ -280,7 +284,9 @@ pub async fn run(
                     .map(|bt| ObjectRef::from_obj(&*bt))
                     .collect::<Vec<_>>()
             })
-            .with_config(controller::Config::default().concurrency(settings.concurrency))
+            // No limit here: every pass takes one of `workers` first, which limits them in all
+            // scopes together and shares them out between namespaces.
+            .with_config(controller::Config::default().concurrency(0))
             .graceful_shutdown_on(async move { graceful.cancelled().await })
             .run(reconcile::reconcile, reconcile::error_policy, ctx)
             .for_each(|result| async move { wording::log_result(result) });

@@ -24,7 +24,8 @@ use super::events;
 use super::finalizer;
 use super::schedule::Trigger;
 use super::secrets::{DatabaseSecret, SecretError};
-use super::wording::{Stopped, boxtable_field, not_done};
+use super::wording::{Stopped, boxtable_field, deadline_message, not_done};
+use super::workers::Worker;
 use super::write::Pass;
 use crate::converge::{self, Target};
 use crate::crd::BoxTable;
@@ -34,6 +35,7 @@ use crate::reason::Reason;
 use crate::report::chain;
 use crate::status::Observed;
 use crate::telemetry::{LockOutcome, ReconcileResult};
+use crate::waits::{Cut, Waits};
 
 /// Reconciles one BoxTable: `apply` while it lives (the finalizer added first), `cleanup` once it
 /// is being deleted, and the finalizer let go only when cleanup says the deletion is finished.
@@ -73,7 +75,13 @@ pub async fn reconcile(bt: Arc<BoxTable>, ctx: Arc<Context>) -> Result<Action, R
         table = tracing::field::Empty,
         outcome = tracing::field::Empty,
     );
-    pass(bt, ctx, namespace).instrument(span).await
+    // Every pass runs on one of the pool's workers (see `workers`); a shutdown ends the wait for
+    // one, and the pass then never starts.
+    let worker = tokio::select! {
+        worker = ctx.workers.acquire(&namespace) => worker,
+        () = ctx.shutdown.cancelled() => return Ok(Action::await_change()),
+    };
+    pass(bt, ctx, namespace, &worker).instrument(span).await
 }
 
 /// A pass that is due: cleanup while deleting, else apply (with the finalizer kept in step).
@@ -81,6 +89,7 @@ async fn pass(
     bt: Arc<BoxTable>,
     ctx: Arc<Context>,
     namespace: String,
+    worker: &Worker,
 ) -> Result<Action, ReconcileError> {
     let uid = bt.uid().unwrap_or_default();
     let api: Api<BoxTable> = Api::namespaced(ctx.client.clone(), &namespace);
@@ -112,7 +121,7 @@ async fn pass(
     } else {
         match (finalizer::needed(&bt), finalizer::has(&bt)) {
             (true, false) => match finalizer::add(&api, &bt).await {
-                Ok(updated) => apply(&updated, &ctx, &api).await,
+                Ok(updated) => apply(&updated, &ctx, &api, worker).await,
                 Err(error) => Err(ReconcileError::AddFinalizer(error)),
             },
             // Now Retain: let go of the Secrets first (nothing would release them once the
@@ -121,12 +130,12 @@ async fn pass(
                 match super::secret_guard::release_everywhere(&ctx.client, &bt).await {
                     Err(error) => Err(ReconcileError::ReleaseSecret(error)),
                     Ok(()) => match finalizer::remove(&api, &bt).await {
-                        Ok(()) => apply(&bt, &ctx, &api).await,
+                        Ok(()) => apply(&bt, &ctx, &api, worker).await,
                         Err(error) => Err(ReconcileError::RemoveFinalizer(error)),
                     },
                 }
             }
-            _ => apply(&bt, &ctx, &api).await,
+            _ => apply(&bt, &ctx, &api, worker).await,
         }
     };
     if result.is_err() {
@@ -164,6 +173,7 @@ async fn apply(
     bt: &BoxTable,
     ctx: &Context,
     api: &Api<BoxTable>,
+    worker: &Worker,
 ) -> Result<Action, ReconcileError> {
     // A Secret that `secretRef` moved away from (or any, once Retain) is let go first, whatever
     // becomes of the spec and of the Secret referenced now.
@@ -218,11 +228,75 @@ async fn apply(
         }
     };
     if bt.spec.suspend {
+        let waits = start_waits(ctx, &plan, worker);
         let observed =
-            crate::pass::observe_suspended(&ctx.sessions, &target, &plan, &ctx.shutdown).await;
+            crate::pass::observe_suspended(&ctx.sessions, &target, &plan, waits.token()).await;
+        if matches!(observed, Observed::Failed { .. })
+            && let Some(cut) = waits.cut()
+        {
+            let stopped = Stopped::WaitingForSession;
+            return cut_short(
+                pass,
+                &plan,
+                &target,
+                "the observation",
+                &waits,
+                cut,
+                &stopped,
+            )
+            .await;
+        }
         return pass.finish(Some(&plan), observed).await;
     }
-    migrate(pass, &plan, &target).await
+    migrate(pass, &plan, &target, worker).await
+}
+
+/// Starts the clock on a pass's waits (see [`crate::waits`]) and lets the worker pool ask for the
+/// worker back while they last.
+fn start_waits(ctx: &Context, plan: &Plan, worker: &Worker) -> Waits {
+    let waits = Waits::start(
+        &ctx.shutdown,
+        crate::waits::pass_budget(plan.lock_timeout()),
+    );
+    worker.watch(&waits);
+    waits
+}
+
+/// A pass whose waits were cut short: one that gave its worker back to another namespace is
+/// queued again at once, with nothing written; one past its budget ends `DeadlineExceeded`
+/// (retried with backoff, and a Warning event).
+async fn cut_short(
+    pass: Pass<'_>,
+    plan: &Plan,
+    target: &Target<'_>,
+    what: &str,
+    waits: &Waits,
+    cut: Cut,
+    stopped: &Stopped,
+) -> Result<Action, ReconcileError> {
+    match cut {
+        Cut::GaveWay => {
+            tracing::debug!(table = %plan.table(), "gave the worker back to another namespace before taking the lock; queued again");
+            Ok(Action::requeue(Duration::ZERO))
+        }
+        Cut::Deadline => {
+            let host = target.connection.settings().target();
+            let message = deadline_message(
+                &format!("{what} of {}", plan.table()),
+                stopped,
+                &host,
+                waits.budget(),
+                plan.lock_timeout(),
+            );
+            tracing::warn!(table = %plan.table(), reason = %Reason::DeadlineExceeded, error = %message, "{}", not_done(Reason::DeadlineExceeded));
+            let observed = Observed::Failed {
+                reason: Reason::DeadlineExceeded,
+                message,
+                lock: None,
+            };
+            pass.finish(Some(plan), observed).await
+        }
+    }
 }
 
 /// `namespace/name` of an older BoxTable that manages `bt`'s table on the same database (as its
@@ -260,9 +334,11 @@ async fn migrate(
     mut pass: Pass<'_>,
     plan: &Plan,
     target: &Target<'_>,
+    worker: &Worker,
 ) -> Result<Action, ReconcileError> {
     let ctx = pass.ctx;
-    let mut result = run(&mut pass, plan, target).await;
+    let mut waits = start_waits(ctx, plan, worker);
+    let mut result = run(&mut pass, plan, target, &waits).await;
     // A table recorded as another owner's: taken over when that owner is gone (or the user asked
     // for it), by running once more allowed to replace exactly that record; else refused with
     // how to resolve it. A record that changed in between refuses the second run as well.
@@ -287,7 +363,8 @@ async fn migrate(
                 let owner = owner_of(bt, namespace, &ctx.cluster_name).taking_over(&uid);
                 let plan = plan.clone().with_owner(owner);
                 taken_over = Some(record.clone());
-                result = run(&mut pass, &plan, target).await;
+                waits = start_waits(ctx, &plan, worker);
+                result = run(&mut pass, &plan, target, &waits).await;
             }
             adoption::Verdict::Refuse(message) => {
                 tracing::info!(table = %plan.table(), owner = %record.boxtable, "table refused: another owner's record");
@@ -300,6 +377,14 @@ async fn migrate(
             }
         }
     }
+    if let Err(error) = &result
+        && let Some(cut) = waits.cut()
+    {
+        let stopped = Stopped::of(error);
+        return cut_short(pass, plan, target, "the migration", &waits, cut, &stopped).await;
+    }
+    // Whatever is left of the pass does not wait on the database: keep the worker.
+    waits.hold();
     if let (Some(record), Ok(_)) = (&taken_over, &result) {
         tracing::info!(table = %plan.table(), from = %record.boxtable, from_uid = %record.uid, "took the table over from an owner that no longer exists");
         events::publish(&ctx.events, pass.bt, vec![events::taken_over(plan, record)]).await;
@@ -384,6 +469,7 @@ async fn run(
     pass: &mut Pass<'_>,
     plan: &Plan,
     target: &Target<'_>,
+    waits: &Waits,
 ) -> Result<crate::migrate::Outcome, converge::ConvergeError> {
     let ctx = pass.ctx;
     let (on_waiting, contention) = super::write::contention();
@@ -393,9 +479,17 @@ async fn run(
         &ctx.sessions,
         target,
         plan,
-        &ctx.shutdown,
+        waits.token(),
         on_waiting,
         move || async move {
+            // The lock is held: from here on nothing but a shutdown cuts the run (a long index
+            // build is never stopped by the pass's budget).
+            if !waits.hold() {
+                return Err(crate::migrate::runner::Withdrawal {
+                    why: "the pass's waits were cut short before the lock was held".to_owned(),
+                    transient: true,
+                });
+            }
             let verdict = still_wanted(api, bt).await;
             if verdict.is_ok() {
                 on_holding();

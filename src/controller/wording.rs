@@ -1,7 +1,9 @@
 //! How the controller words what happened to a pass, in its log lines and in the status a
 //! shutdown leaves behind: the `boxtable` field that every line about a BoxTable carries, the
 //! results of the controller's stream, a refusal told apart from a failed run, and how far a pass
-//! had got when a shutdown stopped it.
+//! had got when a shutdown stopped it, or where a pass stood when its waits ran past their budget.
+
+use std::time::Duration;
 
 use kube::ResourceExt;
 use kube::api::DynamicObject;
@@ -12,6 +14,7 @@ use kube::runtime::watcher;
 use super::context::ReconcileError;
 use crate::converge::ConvergeError;
 use crate::crd::BoxTable;
+use crate::duration::format_duration;
 use crate::lock::LockError;
 use crate::migrate::RunError;
 use crate::reason::Reason;
@@ -71,9 +74,44 @@ pub(super) fn log_result(
 pub(super) fn not_done(reason: Reason) -> &'static str {
     match reason {
         Reason::LockTimeout => "gave up waiting for the advisory lock; nothing was changed",
+        Reason::DeadlineExceeded => {
+            "stopped waiting after the pass's budget; nothing was changed; retrying with backoff"
+        }
         reason if reason.is_stalled() => "refused; nothing was changed",
         _ => "run failed; retrying with backoff",
     }
+}
+
+/// What the status says when a pass's waits ran past its budget (see [`crate::waits`]): `what`
+/// (`the migration of public.outbox`) was stopped where `stopped` says, with the budget, how it
+/// is made up, and what to look at. `host` is `host:port`, never credentials.
+pub(super) fn deadline_message(
+    what: &str,
+    stopped: &Stopped,
+    host: &str,
+    budget: Duration,
+    lock_timeout: Duration,
+) -> String {
+    let at = match stopped {
+        Stopped::WaitingForSession => {
+            format!(
+                "while connecting to PostgreSQL at {host} (or waiting for a free session to it)"
+            )
+        }
+        Stopped::WaitingForLock(lock_key) => format!(
+            "before it held advisory lock {lock_key} (reading the table or waiting for the lock)"
+        ),
+        Stopped::RolledBack => "before it held the advisory lock".to_owned(),
+    };
+    format!(
+        "{what} was stopped {at}: its waits took longer than their budget of {} \
+         (spec.lock.timeout {} + {} for connecting and reading); nothing was changed and it is \
+         retried with backoff: check that {host} is reachable and answers queries, and that no \
+         long transaction holds locks on the table or its history table, or raise spec.lock.timeout",
+        format_duration(budget),
+        format_duration(lock_timeout),
+        format_duration(crate::waits::PASS_MARGIN),
+    )
 }
 
 /// How far a pass had got when a shutdown stopped it.
@@ -177,6 +215,37 @@ mod tests {
             Stopped::of(&cancelled)
                 .status_message("the migration of public.outbox")
                 .contains("rolled back")
+        );
+    }
+
+    #[test]
+    fn a_pass_past_its_budget_says_where_it_stood_and_what_to_check() {
+        let message = deadline_message(
+            "the migration of public.outbox",
+            &Stopped::WaitingForSession,
+            "10.0.0.7:5432",
+            Duration::from_secs(45),
+            Duration::from_secs(30),
+        );
+        assert_eq!(
+            message,
+            "the migration of public.outbox was stopped while connecting to PostgreSQL at \
+             10.0.0.7:5432 (or waiting for a free session to it): its waits took longer than their \
+             budget of 45s (spec.lock.timeout 30s + 15s for connecting and reading); nothing was \
+             changed and it is retried with backoff: check that 10.0.0.7:5432 is reachable and \
+             answers queries, and that no long transaction holds locks on the table or its history \
+             table, or raise spec.lock.timeout"
+        );
+        let at_the_lock = deadline_message(
+            "the migration of public.outbox",
+            &Stopped::WaitingForLock("123".to_owned()),
+            "db:5432",
+            Duration::from_secs(15),
+            Duration::ZERO,
+        );
+        assert!(
+            at_the_lock.contains("before it held advisory lock 123"),
+            "{at_the_lock}"
         );
     }
 }

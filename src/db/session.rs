@@ -29,6 +29,24 @@ const SESSION_SETUP: &str = "SELECT pg_backend_pid(), \
           THEN set_config('idle_session_timeout', '0', false) END, \
      current_setting('server_version_num')::int";
 
+/// How long connecting may take in all (see [`crate::waits::connect_budget`]): a `prefer` retry
+/// without TLS gets only what the TLS attempt left.
+#[derive(Clone, Copy)]
+struct Budget {
+    until: tokio::time::Instant,
+    total: Duration,
+}
+
+impl Budget {
+    fn of(per_host: Duration, hosts: usize) -> Self {
+        let total = crate::waits::connect_budget(per_host, hosts);
+        Self {
+            until: tokio::time::Instant::now() + total,
+            total,
+        }
+    }
+}
+
 /// What the connection string asked of TLS, for classifying a failure.
 #[derive(Clone, Copy)]
 struct Asked {
@@ -52,8 +70,8 @@ pub struct Session {
 impl Session {
     /// Opens a session to `connection`, with TLS per its mode (`prefer` tries TLS, then plain
     /// TCP, unless channel binding is required), its client certificate, TCP keepalives, the
-    /// connect timeout (default `DEFAULT_CONNECT_TIMEOUT`) and `application_name` truncated to 63
-    /// bytes. The connection string's own application name is not used: the operator must be
+    /// connect timeout (default `DEFAULT_CONNECT_TIMEOUT`) per host, all of it within
+    /// [`crate::waits::CONNECT_TOTAL_MAX`], and `application_name` truncated to 63 bytes. The connection string's own application name is not used: the operator must be
     /// recognisable as itself in `pg_stat_activity`.
     ///
     /// # Errors
@@ -74,13 +92,15 @@ impl Session {
             .connect_timeout()
             .unwrap_or(DEFAULT_CONNECT_TIMEOUT);
         config.connect_timeout(timeout);
+        let hosts = config.get_hosts().len().max(config.get_hostaddrs().len());
+        let budget = Budget::of(timeout, hosts);
         let connector = tls::connector(connection).map_err(|source| ConnectError::TlsConfig {
             target: target.clone(),
             source,
         })?;
         let Some(connector) = connector else {
             config.ssl_mode(tokio_postgres::config::SslMode::Disable);
-            return Self::open(config, NoTls, None, application_name, timeout, asked).await;
+            return Self::open(config, NoTls, None, application_name, budget, asked).await;
         };
         if mode == TlsMode::Prefer {
             config.ssl_mode(tokio_postgres::config::SslMode::Prefer);
@@ -89,7 +109,7 @@ impl Session {
                 connector.clone(),
                 Some(connector),
                 application_name,
-                timeout,
+                budget,
                 asked,
             )
             .await
@@ -100,7 +120,7 @@ impl Session {
                 {
                     tracing::debug!(%target, error = %source, "tls handshake failed with sslmode=prefer; retrying without tls");
                     config.ssl_mode(tokio_postgres::config::SslMode::Disable);
-                    Self::open(config, NoTls, None, application_name, timeout, asked).await
+                    Self::open(config, NoTls, None, application_name, budget, asked).await
                 }
                 other => other,
             }
@@ -111,7 +131,7 @@ impl Session {
                 connector.clone(),
                 Some(connector),
                 application_name,
-                timeout,
+                budget,
                 asked,
             )
             .await
@@ -125,7 +145,7 @@ impl Session {
         tls: T,
         cancel_tls: Option<MakeRustlsConnect>,
         application_name: &str,
-        timeout: Duration,
+        budget: Budget,
         asked: Asked,
     ) -> Result<Self, ConnectError>
     where
@@ -138,13 +158,8 @@ impl Session {
             .keepalives_idle(KEEPALIVE_IDLE);
         let target = describe_target(&config);
         let user = config.get_user().unwrap_or("").to_owned();
-        let hosts = config
-            .get_hosts()
-            .len()
-            .max(config.get_hostaddrs().len())
-            .max(1);
-        let budget = timeout.saturating_mul(u32::try_from(hosts).unwrap_or(u32::MAX));
-        let (client, connection) = match tokio::time::timeout(budget, config.connect(tls)).await {
+        let connecting = tokio::time::timeout_at(budget.until, config.connect(tls));
+        let (client, connection) = match connecting.await {
             Ok(Ok(pair)) => pair,
             Ok(Err(source)) => {
                 let attempt = Attempt {
@@ -160,7 +175,7 @@ impl Session {
                 return Err(ConnectError::Timeout {
                     target,
                     user,
-                    seconds: budget.as_secs(),
+                    seconds: budget.total.as_secs(),
                 });
             }
         };

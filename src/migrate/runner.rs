@@ -96,12 +96,16 @@ where
     let identity = plan.lock();
     // One round trip for both: the lock-free check only reads, so it may go out before the
     // preflight has answered; its answer counts only once the preflight has passed.
-    let (checked, found) = futures::future::join(
-        preflight(session, plan, identity),
-        up_to_date_without_lock(client, plan, target),
-    )
-    .await;
-    checked?;
+    let reads = async {
+        let (checked, found) = futures::future::join(
+            preflight(session, plan, identity),
+            up_to_date_without_lock(client, plan, target),
+        )
+        .await;
+        checked?;
+        found
+    };
+    let found = before_lock(session, identity, cancel, reads).await;
     let known_latest = plan.kind().latest();
     let up_to_date = |at: u32| Outcome {
         path: super::RunPath::UpToDate,
@@ -140,9 +144,11 @@ where
     )
     .instrument(
         tracing::info_span!("lock_wait", table = %plan.table(), lock_key = %identity.lock_key()),
-    )
-    .await
-    .map_err(RunError::from)?;
+    );
+    let wait = before_lock(session, identity, cancel, async {
+        wait.await.map_err(RunError::from)
+    })
+    .await?;
     let report = match wait {
         Wait::Acquired(report) => report,
         Wait::NotNeeded { .. } => {
@@ -224,6 +230,32 @@ async fn up_to_date_without_lock(
         return Ok(None);
     }
     Ok(Some(at))
+}
+
+/// Runs `work`, a part of a run before the lock is held (reads, the lock wait), until `cancel`
+/// fires; then asks the server to cancel the statement in flight (a read stuck behind a table
+/// lock, a try that gets no answer) and reports the wait as cancelled. The session must not be
+/// used for another run after that (the caller drops it, which frees whatever it holds).
+///
+/// # Cancel safety
+/// Returns as soon as `cancel` fires, whatever `work` is waiting for.
+pub(super) async fn before_lock<T>(
+    session: &Session,
+    identity: &LockIdentity,
+    cancel: &CancellationToken,
+    work: impl Future<Output = Result<T, RunError>>,
+) -> Result<T, RunError> {
+    tokio::select! {
+        result = work => result,
+        () = cancel.cancelled() => {
+            if let Err(error) = session.cancel_running_statement().await {
+                tracing::warn!(error = %error, lock_key = %identity.lock_key(), "asking the server to cancel the statement failed");
+            }
+            Err(RunError::from(LockError::Cancelled {
+                lock_key: identity.lock_key().to_owned(),
+            }))
+        }
+    }
 }
 
 /// Before anything else, in one round trip: refuses a server older than the oldest supported

@@ -8,7 +8,7 @@ use tracing::Instrument;
 
 use super::history::{self, HistoryTable};
 use super::ownership::{self, Claim, Origin, Owner, OwnerRecord};
-use super::runner::{locked, preflight};
+use super::runner::{before_lock, locked, preflight};
 use super::{BoxKind, Plan, RunError, detect};
 use crate::db::Session;
 use crate::ident::QualifiedName;
@@ -118,13 +118,16 @@ pub async fn drop_box_table(
     let session = &*session;
     let client = session.client();
     let identity = plan.lock();
-    preflight(session, plan, identity).await?;
-    let report = lock::acquire(session, identity, plan.lock_timeout(), cancel, on_waiting)
-        .instrument(
-            tracing::info_span!("lock_wait", table = %plan.table(), lock_key = %identity.lock_key()),
-        )
-        .await
-        .map_err(RunError::from)?;
+    let waits = async {
+        preflight(session, plan, identity).await?;
+        lock::acquire(session, identity, plan.lock_timeout(), cancel, on_waiting)
+            .instrument(
+                tracing::info_span!("lock_wait", table = %plan.table(), lock_key = %identity.lock_key()),
+            )
+            .await
+            .map_err(RunError::from)
+    };
+    let report = before_lock(session, identity, cancel, waits).await?;
     let work = async {
         let table = plan.table();
         let verdict = decide_and_drop(client, plan, request).await?;

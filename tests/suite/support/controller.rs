@@ -131,6 +131,7 @@ impl BoxTableBuilder {
 
 /// How the harness starts.
 pub struct HarnessBuilder {
+    namespaces: Vec<String>,
     secret: Option<String>,
     resync: Duration,
     faults: bool,
@@ -183,6 +184,9 @@ pub struct Harness {
     pub api: Faults,
     /// This test's namespace.
     pub namespace: String,
+    /// More namespaces the controller watches (see [`HarnessBuilder::namespaces`]), empty by
+    /// default.
+    pub others: Vec<String>,
     /// The admin: what the test does as a user.
     pub client: Client,
     /// The operator's ServiceAccount, which the controller runs as (through the proxy with
@@ -209,6 +213,7 @@ impl Harness {
 
     pub fn builder() -> HarnessBuilder {
         HarnessBuilder {
+            namespaces: vec![NAMESPACE.to_owned()],
             secret: Some(String::new()),
             resync: RESYNC,
             faults: false,
@@ -218,6 +223,13 @@ impl Harness {
 }
 
 impl HarnessBuilder {
+    /// Watch a namespace per prefix (one controller, as with several `--namespace` flags); the
+    /// first is [`Harness::namespace`], which gets the Secret, the rest are [`Harness::others`].
+    pub fn namespaces(mut self, prefixes: &[&str]) -> Self {
+        self.namespaces = prefixes.iter().map(|p| (*p).to_owned()).collect();
+        self
+    }
+
     /// Start without the connection Secret (create it later with [`Harness::create_secret`]).
     pub fn without_secret(mut self) -> Self {
         self.secret = None;
@@ -261,7 +273,13 @@ impl HarnessBuilder {
         let log_guard = tracing::subscriber::set_default(subscriber);
 
         let plane = control_plane();
-        let namespace = plane.create_namespace(NAMESPACE);
+        let mut namespaces: Vec<String> = self
+            .namespaces
+            .iter()
+            .map(|prefix| plane.create_namespace(prefix))
+            .collect();
+        let namespace = namespaces.remove(0);
+        let others = namespaces;
         let client = plane.admin_client().await;
         let token = plane.operator_token();
         let direct = plane.client_for_token(&token).await;
@@ -283,7 +301,7 @@ impl HarnessBuilder {
         let shutdown = CancellationToken::new();
         let controller = spawn_controller(
             &operator_client,
-            &namespace,
+            &watched(&namespace, &others),
             self.resync,
             self.secret_label_selector.clone(),
             metrics.clone(),
@@ -294,6 +312,7 @@ impl HarnessBuilder {
             plane,
             api,
             namespace,
+            others,
             client,
             operator_client,
             token,
@@ -316,9 +335,16 @@ impl HarnessBuilder {
     }
 }
 
+/// Every namespace the harness's controller watches.
+fn watched(namespace: &str, others: &[String]) -> Vec<String> {
+    std::iter::once(namespace.to_owned())
+        .chain(others.iter().cloned())
+        .collect()
+}
+
 fn spawn_controller(
     client: &Client,
-    namespace: &str,
+    namespaces: &[String],
     resync: Duration,
     secret_label_selector: Option<String>,
     metrics: Arc<Metrics>,
@@ -326,7 +352,7 @@ fn spawn_controller(
     shutdown: CancellationToken,
 ) -> JoinHandle<Result<(), RunError>> {
     let settings = Settings {
-        namespaces: vec![namespace.to_owned()],
+        namespaces: namespaces.to_vec(),
         concurrency: 4,
         resync,
         retry_base: std::time::Duration::from_millis(500),
@@ -551,7 +577,7 @@ impl Harness {
         self.shutdown = CancellationToken::new();
         self.controller = Some(spawn_controller(
             &self.operator_client,
-            &self.namespace,
+            &watched(&self.namespace, &self.others),
             self.resync,
             self.secret_label_selector.clone(),
             self.metrics.clone(),

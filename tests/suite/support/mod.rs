@@ -1,4 +1,4 @@
-//! The fixtures the tests share: a fresh PostgreSQL database per test ([`db`], re-exported here),
+//! The fixtures the tests share (and [`black_hole`], a listener that never answers): a fresh PostgreSQL database per test ([`db`], re-exported here),
 //! the migration runner's helpers ([`migrate`]), the real control plane ([`control_plane`]), a
 //! fault-injecting proxy in front of it ([`fault_proxy`]), the controller under test
 //! ([`controller`]), the operator binary end to end ([`e2e`]), private PostgreSQL clusters and
@@ -6,6 +6,7 @@
 //! ([`wire`]), the monitoring files ([`monitoring`]) and the real node the operator's image runs
 //! on as Pods ([`node`]).
 
+pub mod black_hole;
 pub mod control_plane;
 pub mod controller;
 pub mod db;
