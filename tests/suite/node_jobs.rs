@@ -25,8 +25,9 @@ use crate::support::{TestDb, fresh_db};
 const RELEASED_IMAGE: &str = "image: ghcr.io/boxtable/boxtable-operator:";
 /// The init-container example's application image, replaced by busybox.
 const APPLICATION_IMAGE: &str = "image: ghcr.io/example/orders-api:";
-/// The tables `00-boxtables-configmap.yaml` names (the boxes' default tables).
-const TABLES: [&str; 2] = ["Inbox", "Outbox"];
+/// The tables `00-boxtables-configmap.yaml` names (the boxes' default tables, as the history
+/// names them).
+const TABLES: [&str; 2] = ["inbox", "outbox"];
 
 /// A namespace enforcing the `restricted` profile, with the example's ConfigMap and the Secret
 /// naming a fresh database in it; deleted when dropped.
@@ -255,20 +256,34 @@ fn running_since(pod: &Value, name: &str) -> Option<jiff::Timestamp> {
         .ok()
 }
 
-/// The `migrate` sessions (`application_name` `boxtable-operator-migrate`) of `db` trying an
-/// advisory lock.
-async fn lock_waiters(db: &TestDb) -> i64 {
+/// The `migrate` sessions (`application_name` `boxtable-operator-migrate`) connected to `db`.
+async fn migrate_sessions(db: &TestDb) -> i64 {
     db.connect()
         .await
         .query_one(
             "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
-             AND application_name = 'boxtable-operator-migrate' \
-             AND query LIKE '%pg_try_advisory_lock%'",
+             AND application_name = 'boxtable-operator-migrate'",
             &[],
         )
         .await
         .unwrap()
         .get(0)
+}
+
+/// Every other session of `db`: (application_name, state, query).
+async fn sessions(db: &TestDb) -> Vec<(String, String, String)> {
+    db.connect()
+        .await
+        .query(
+            "SELECT application_name, coalesce(state, ''), coalesce(query, '') \
+             FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect()
 }
 
 #[test]
@@ -372,12 +387,19 @@ fn the_init_container_deployment_starts_its_application_only_after_the_tables_ar
     let started = Instant::now();
     shop.apply(&shop.example("init-container-deployment.yaml"));
     let selector = "app.kubernetes.io/name=orders-api";
-    // Both replicas' init containers connected to the database and waiting for the locks...
-    wait_for(
-        "both replicas' init containers waiting for the tables' locks",
-        Duration::from_secs(120),
-        || (shop.runtime.block_on(lock_waiters(&shop.db)) >= 2).then_some(()),
-    );
+    // Both replicas' init containers connected to the database (so waiting for the locks)...
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while shop.runtime.block_on(migrate_sessions(&shop.db)) < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "the replicas' init containers are not both connected to the database after 2 \
+             minutes: sessions {:?}\npods: {:#?}\nlogs:\n{}",
+            shop.runtime.block_on(sessions(&shop.db)),
+            shop.pods(selector),
+            shop.logs(selector)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
     // ...and no application container started.
     let pods = shop.pods(selector);
     assert_eq!(pods.len(), 2, "{pods:#?}");
