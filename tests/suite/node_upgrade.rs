@@ -44,12 +44,17 @@ const FLEET: usize = 50;
 const SECRET: &str = "upgrade-db";
 
 /// The status fields an upgrade from [`PREVIOUS`] changes once, as this release documents them:
-/// (path in the status, with conditions named by type; why).
+/// (path in the status, with conditions named by type; why). None: the ownership records
+/// [`PREVIOUS`] wrote (without a cluster name) count as this cluster's and are kept as they are
+/// (README, "Ownership"), and a Ready BoxTable's status is written again only when a pass
+/// computes another one, which no pass of an unchanged table does.
 const ONE_TIME_CHANGES: &[(&str, &str)] = &[];
 
 /// States (the Ready condition's status and reason) a BoxTable may pass through while the
-/// operator's Pods are replaced, besides its Ready one.
-const TRANSIENT: &[(&str, &str)] = &[];
+/// operator's Pods are replaced, besides its Ready one: a pass the old leader had in flight when
+/// it was stopped writes `Cancelled` ("stopped by an operator shutdown ...; nothing was
+/// changed", README, "On SIGTERM"), and the new leader's pass makes it Ready again.
+const TRANSIENT: &[(&str, &str)] = &[("False", "Cancelled")];
 
 /// The older release, built and loaded into the node once per run.
 struct Previous {
@@ -341,7 +346,7 @@ fn flatten(status: &Value) -> BTreeMap<String, Value> {
 }
 
 /// The paths whose values differ between `before` and `after` (present in one only, or changed),
-/// with what they held, for each BoxTable.
+/// with what they held (three BoxTables' at most, then how many more).
 fn changes(
     before: &BTreeMap<String, Value>,
     after: &BTreeMap<String, Value>,
@@ -357,6 +362,13 @@ fn changes(
                     new.get(path)
                 ));
             }
+        }
+    }
+    for values in changed.values_mut() {
+        if values.len() > 3 {
+            let more = values.len() - 3;
+            *values = values.iter().take(3).cloned().collect();
+            values.insert(format!("... and {more} more"));
         }
     }
     changed
