@@ -7,50 +7,15 @@
 //!
 //! Cluster-wide like `node_install`, so `scripts/test.sh` runs it after the rest.
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use crate::support::control_plane::{ControlPlane, control_plane, root};
+use crate::support::fresh_db;
+use crate::support::helm::helm;
 use crate::support::node::{get_json, node, operator_image, printed, wait_for};
-use crate::support::node_install::{is_ready, secret_for};
-use crate::support::{TestDb, fresh_db};
+use crate::support::node_install::{history, is_ready, secret_for};
 
 const CHART: &str = "charts/boxtable-operator";
-
-/// Helm `major`: `$HELM_V3` / `$HELM_V4` (exported by `scripts/test.sh`), else built by
-/// `scripts/helm.sh`.
-fn helm_binary(major: &str) -> PathBuf {
-    let var = format!("HELM_{}", major.to_uppercase());
-    if let Some(path) = std::env::var_os(&var).filter(|p| !p.is_empty()) {
-        return PathBuf::from(path);
-    }
-    let out = Command::new(root().join("scripts/helm.sh"))
-        .args(["path", major])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{var} is not set and scripts/helm.sh could not build Helm {major}: {}",
-        printed(&out)
-    );
-    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
-}
-
-/// Runs Helm `major` against the control plane as the admin, with a home of its own.
-fn helm(major: &str, plane: &ControlPlane, home: &std::path::Path, args: &[&str]) -> Output {
-    Command::new(helm_binary(major))
-        .args(args)
-        .current_dir(root())
-        .env("KUBECONFIG", &plane.admin_kubeconfig)
-        .env("HELM_CONFIG_HOME", home.join("config"))
-        .env("HELM_CACHE_HOME", home.join("cache"))
-        .env("HELM_DATA_HOME", home.join("data"))
-        .env_remove("HELM_NAMESPACE")
-        .env_remove("HELM_KUBECONTEXT")
-        .output()
-        .unwrap()
-}
 
 /// Uninstalls the release and deletes its namespace when dropped.
 struct Release {
@@ -88,27 +53,6 @@ impl Drop for Release {
             None,
         );
     }
-}
-
-/// The history rows of `db`: (table, version, the second it was applied in, Unix time).
-fn history(runtime: &tokio::runtime::Runtime, db: &TestDb) -> Vec<(String, i32, i64)> {
-    runtime.block_on(async {
-        let client = db.connect().await;
-        client
-            .query(
-                "SELECT \"BoxTableName\"::text, \"MigrationVersion\", \
-                 floor(extract(epoch FROM \"AppliedAt\"))::bigint \
-                 FROM public.\"__BrighterMigrationHistory\" ORDER BY 1, 2",
-                &[],
-            )
-            .await
-            .map(|rows| {
-                rows.iter()
-                    .map(|r| (r.get(0), r.get(1), r.get(2)))
-                    .collect()
-            })
-            .unwrap_or_default()
-    })
 }
 
 fn install_with_the_migration_hook(major: &'static str) {

@@ -12,6 +12,7 @@ pub mod controller;
 pub mod db;
 pub mod e2e;
 pub mod fault_proxy;
+pub mod helm;
 pub mod migrate;
 pub mod monitoring;
 pub mod node;

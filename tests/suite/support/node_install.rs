@@ -3,6 +3,7 @@
 //! this commit (loaded into the node, `imagePullPolicy: Never`), rolled out, and scaled to zero
 //! when the fixture is dropped, so the tests after it find the shared Lease free.
 
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -27,10 +28,11 @@ pub struct Install {
     namespaces: Vec<String>,
 }
 
-/// A kustomize overlay of a copy of `dist/install.yaml` in `dir`, as a user overrides the image:
-/// the image loaded into the node, never pulled.
-pub fn overlay(dir: &std::path::Path, image: &str) {
-    std::fs::copy(root().join("dist/install.yaml"), dir.join("install.yaml")).unwrap();
+/// A kustomize overlay of a copy of `bundle` (a release's `dist/install.yaml`) in `dir`, as a
+/// user overrides the image: the image loaded into the node, never pulled.
+pub fn overlay(dir: &Path, bundle: &Path, image: &str) {
+    std::fs::copy(bundle, dir.join("install.yaml"))
+        .unwrap_or_else(|e| panic!("copy {}: {e}", bundle.display()));
     let (name, tag) = image.rsplit_once(':').unwrap();
     std::fs::write(
         dir.join("kustomization.yaml"),
@@ -47,21 +49,33 @@ pub fn overlay(dir: &std::path::Path, image: &str) {
 }
 
 impl Install {
-    /// `kubectl apply -k` of the overlay, then `kubectl rollout status` (fails the test when the
-    /// rollout does not complete in 3 minutes), then waits for two Ready Pods.
+    /// `kubectl apply -k` of the overlay of this commit's `dist/install.yaml` with its image, then
+    /// `kubectl rollout status` (fails the test when the rollout does not complete in 3 minutes),
+    /// then waits for two Ready Pods.
     pub fn dist() -> Install {
-        let plane = control_plane();
-        let node = node();
-        let image = operator_image();
+        Install::bundle(&root().join("dist/install.yaml"), operator_image())
+    }
+
+    /// The same with another release's `install.yaml` and image (an older one, for an upgrade).
+    pub fn bundle(bundle: &Path, image: &'static str) -> Install {
         let mut install = Install {
-            plane,
-            node,
+            plane: control_plane(),
+            node: node(),
             image,
             rollout: Duration::ZERO,
             namespaces: Vec::new(),
         };
+        install.rollout = install.apply(bundle, image);
+        install
+    }
+
+    /// Applies the overlay of `bundle` with `image` over what is installed, as an upgrade does,
+    /// and waits for the rollout and two Ready Pods running `image`; returns the time from
+    /// `kubectl apply` to the end of `kubectl rollout status`.
+    pub fn apply(&mut self, bundle: &Path, image: &'static str) -> Duration {
+        let plane = self.plane;
         let dir = tempfile::tempdir().unwrap();
-        overlay(dir.path(), image);
+        overlay(dir.path(), bundle, image);
         let started = Instant::now();
         plane
             .kubectl_admin(&["apply", "-k", dir.path().to_str().unwrap()], None)
@@ -82,11 +96,15 @@ impl Install {
             rollout.status.success(),
             "the rollout did not complete: {}\npods: {:#}",
             printed(&rollout),
-            Value::Array(install.pods())
+            Value::Array(self.pods())
         );
-        install.rollout = started.elapsed();
-        install.ready_pods(2);
-        install
+        let took = started.elapsed();
+        self.image = image;
+        let pods = self.ready_pods(2);
+        for pod in &pods {
+            assert_eq!(pod["spec"]["containers"][0]["image"], image, "{pod:#}");
+        }
+        took
     }
 
     /// Deletes namespace `name` (and so its BoxTables, while the operator still runs) when the
@@ -273,4 +291,29 @@ pub fn connection_string(node: &Node, db: &crate::support::TestDb) -> String {
         config.get_user().unwrap(),
         String::from_utf8_lossy(config.get_password().unwrap())
     )
+}
+
+/// The history rows of `db` (none when it has no history table): (table, version, the second it
+/// was applied in, Unix time), ordered by table and version.
+pub fn history(
+    runtime: &tokio::runtime::Runtime,
+    db: &crate::support::TestDb,
+) -> Vec<(String, i32, i64)> {
+    runtime.block_on(async {
+        let client = db.connect().await;
+        client
+            .query(
+                "SELECT \"BoxTableName\"::text, \"MigrationVersion\", \
+                 floor(extract(epoch FROM \"AppliedAt\"))::bigint \
+                 FROM public.\"__BrighterMigrationHistory\" ORDER BY 1, 2",
+                &[],
+            )
+            .await
+            .map(|rows| {
+                rows.iter()
+                    .map(|r| (r.get(0), r.get(1), r.get(2)))
+                    .collect()
+            })
+            .unwrap_or_default()
+    })
 }
