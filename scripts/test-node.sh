@@ -23,7 +23,7 @@ cd "$(dirname "$0")/.."
 . scripts/helm.sh
 
 # Every module of tests/suite whose tests run on the node.
-NODE_TEST_MODULES=(node_install:: node_failover:: node_helm:: node_scale::)
+NODE_TEST_MODULES=(node_install:: node_failover:: node_helm:: node_scale:: soak_node::)
 
 shell=
 filters=()

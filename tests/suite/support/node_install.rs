@@ -28,10 +28,19 @@ pub struct Install {
 }
 
 /// A kustomize overlay of a copy of `dist/install.yaml` in `dir`, as a user overrides the image:
-/// the image loaded into the node, never pulled.
-pub fn overlay(dir: &std::path::Path, image: &str) {
+/// the image loaded into the node, never pulled; `args` are added to the operator's arguments.
+pub fn overlay(dir: &std::path::Path, image: &str, args: &[&str]) {
     std::fs::copy(root().join("dist/install.yaml"), dir.join("install.yaml")).unwrap();
     let (name, tag) = image.rsplit_once(':').unwrap();
+    let added: String = args
+        .iter()
+        .map(|arg| {
+            format!(
+                "\n      - op: add\n        path: /spec/template/spec/containers/0/args/-\n        \
+                 value: {arg:?}"
+            )
+        })
+        .collect();
     std::fs::write(
         dir.join("kustomization.yaml"),
         format!(
@@ -40,7 +49,7 @@ pub fn overlay(dir: &std::path::Path, image: &str) {
              resources:\n  - install.yaml\n\
              images:\n  - name: ghcr.io/boxtable/boxtable-operator\n    newName: {name}\n    newTag: \"{tag}\"\n\
              patches:\n  - target: {{kind: Deployment, name: boxtable-operator}}\n    patch: |-\n      \
-             - op: replace\n        path: /spec/template/spec/containers/0/imagePullPolicy\n        value: Never\n"
+             - op: replace\n        path: /spec/template/spec/containers/0/imagePullPolicy\n        value: Never{added}\n"
         ),
     )
     .unwrap();
@@ -50,6 +59,11 @@ impl Install {
     /// `kubectl apply -k` of the overlay, then `kubectl rollout status` (fails the test when the
     /// rollout does not complete in 3 minutes), then waits for two Ready Pods.
     pub fn dist() -> Install {
+        Install::dist_with_args(&[])
+    }
+
+    /// [`Install::dist`] with `args` added to the operator's arguments by the overlay.
+    pub fn dist_with_args(args: &[&str]) -> Install {
         let plane = control_plane();
         let node = node();
         let image = operator_image();
@@ -61,7 +75,7 @@ impl Install {
             namespaces: Vec::new(),
         };
         let dir = tempfile::tempdir().unwrap();
-        overlay(dir.path(), image);
+        overlay(dir.path(), image, args);
         let started = Instant::now();
         plane
             .kubectl_admin(&["apply", "-k", dir.path().to_str().unwrap()], None)
@@ -140,17 +154,18 @@ impl Install {
     /// The pid, on the host, of the operator's process in `pod`.
     pub fn operator_pid(&self, pod: &Value) -> u32 {
         let uid = pod["metadata"]["uid"].as_str().unwrap();
-        self.node
-            .processes()
-            .into_iter()
-            .find(|pid| {
-                let cmdline =
-                    std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-                let cgroup =
-                    std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
-                cmdline.starts_with("/boxtable-operator\0") && cgroup.contains(&format!("pod{uid}"))
-            })
+        self.find_operator_pid(uid)
             .unwrap_or_else(|| panic!("no operator process in Pod {}", name(pod)))
+    }
+
+    /// The pid, on the host, of the operator's process in the Pod with UID `uid`, if it runs.
+    pub fn find_operator_pid(&self, uid: &str) -> Option<u32> {
+        self.node.processes().into_iter().find(|pid| {
+            let cmdline =
+                std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let cgroup = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
+            cmdline.starts_with("/boxtable-operator\0") && cgroup.contains(&format!("pod{uid}"))
+        })
     }
 
     /// Waits (a minute at most) until one of `pods` holds the Lease; returns its name.
