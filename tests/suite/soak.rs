@@ -185,8 +185,8 @@ pub(crate) struct Registry {
     next: Mutex<u32>,
     /// Running `migrate` processes per table, so a Drop can wait for them first.
     migrates: Mutex<BTreeMap<String, Vec<Child>>>,
-    /// Tables (`schema.table`) a staged disruption keeps to itself: no `migrate` run or
-    /// application touches them meanwhile.
+    /// Tables (`schema.table`) a staged disruption keeps to itself: no `migrate` run,
+    /// application, edit or deletion touches them meanwhile.
     pub(crate) reserved: Mutex<BTreeSet<String>>,
 }
 
@@ -430,7 +430,7 @@ impl Soak {
     }
 
     async fn edit(&self, rng: &mut StdRng) {
-        let live = self.registry.live();
+        let live = self.registry.unreserved();
         if live.is_empty() {
             return;
         }
@@ -474,7 +474,7 @@ impl Soak {
     /// Deletes a BoxTable (after stopping the `migrate` runs on its table, which could otherwise
     /// create the table again after the drop, as a Brighter application may) and creates another.
     async fn delete(&self, rng: &mut StdRng) {
-        let live = self.registry.live();
+        let live = self.registry.unreserved();
         if live.len() < POPULATION / 2 {
             return;
         }
@@ -1221,7 +1221,7 @@ async fn lock_sampler(soak: Arc<Soak>) {
 async fn check_ddl_under_lock(soak: &Soak, client: &Client) {
     let rows = client
         .query(
-            "WITH l AS MATERIALIZED (SELECT * FROM pg_locks WHERE granted                AND database = (SELECT oid FROM pg_database WHERE datname = current_database()))              SELECT l.pid, n.nspname::text, c.relname::text,                coalesce((SELECT array_agg(a.classid::int8 * 4294967296 + a.objid::int8) FROM l a                  WHERE a.pid = l.pid AND a.locktype = 'advisory' AND a.objsubid = 1), '{}'),                coalesce((SELECT application_name || ': ' || left(query, 160)                  FROM pg_stat_activity s WHERE s.pid = l.pid), '?')              FROM l JOIN pg_class c ON c.oid = l.relation JOIN pg_namespace n ON n.oid = c.relnamespace              WHERE l.locktype = 'relation' AND l.mode = 'AccessExclusiveLock' AND c.relkind = 'r'                AND n.nspname = ANY($1)",
+            "WITH l AS MATERIALIZED (SELECT * FROM pg_locks WHERE granted                AND database = (SELECT oid FROM pg_database WHERE datname = current_database()))              SELECT l.pid, n.nspname::text, c.relname::text,                coalesce((SELECT array_agg((a.classid::int8 << 32) | a.objid::int8) FROM l a                  WHERE a.pid = l.pid AND a.locktype = 'advisory' AND a.objsubid = 1), '{}'),                coalesce((SELECT application_name || ': ' || left(query, 160)                  FROM pg_stat_activity s WHERE s.pid = l.pid), '?')              FROM l JOIN pg_class c ON c.oid = l.relation JOIN pg_namespace n ON n.oid = c.relnamespace              WHERE l.locktype = 'relation' AND l.mode = 'AccessExclusiveLock' AND c.relkind = 'r'                AND n.nspname = ANY($1)",
             &[&SCHEMAS.to_vec()],
         )
         .await;
@@ -1234,8 +1234,7 @@ async fn check_ddl_under_lock(soak: &Soak, client: &Client) {
         let Ok(name) = QualifiedName::parse(Some(&schema), &table) else {
             continue;
         };
-        let id = LockIdentity::for_table(&name);
-        let wanted = i64::from(id.classid()) * 4_294_967_296 + i64::from(id.objid());
+        let wanted = LockIdentity::for_table(&name).key();
         if !held.contains(&wanted) {
             let activity: String = row.get(4);
             soak.violations.add(format!(

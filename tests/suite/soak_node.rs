@@ -62,8 +62,9 @@ const EXIT_BOUND: Duration = Duration::from_secs(30);
 /// How long the operator may take to be back after a disruption.
 const RECOVER_BOUND: Duration = Duration::from_secs(180);
 /// How long the staged disruption waits for the leader's pass to hold the lock and wait for the
-/// table (well under the DDL's default `lock_timeout` of 10 s, which the `migrate` runs also use).
-const STAGE_BOUND: Duration = Duration::from_secs(5);
+/// table (the pass may first wait for one of the operator's sessions to the database, which
+/// other passes hold while they wait for locks the racers hold).
+const STAGE_BOUND: Duration = Duration::from_secs(30);
 /// How long a pass interrupted mid-migration may keep the table's advisory lock.
 const RELEASE_BOUND: Duration = Duration::from_secs(15);
 
@@ -334,7 +335,7 @@ impl OnNode {
         let (blocker, watcher) = (connect(url).await, connect(url).await);
         let mut live = soak.registry.live();
         live.shuffle(rng);
-        for entry in live.into_iter().take(4) {
+        for entry in live.into_iter().take(2) {
             if let Some(done) = self.stage(soak, &entry, &blocker, &watcher).await {
                 return Some(done);
             }
@@ -358,8 +359,7 @@ impl OnNode {
             return None;
         }
         let table = QualifiedName::parse(Some(entry.schema), &entry.table).unwrap();
-        let id = LockIdentity::for_table(&table);
-        let key = i64::from(id.classid()) * 4_294_967_296 + i64::from(id.objid());
+        let key = LockIdentity::for_table(&table).key();
         // No `migrate` run or application on the table meanwhile: only the operator's pass.
         soak.registry
             .reserved
@@ -388,7 +388,7 @@ impl OnNode {
                          AND a.application_name LIKE 'boxtable-operator/%' \
                          AND EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = r.pid \
                            AND l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 \
-                           AND l.classid::int8 * 4294967296 + l.objid::int8 = $2) LIMIT 1",
+                           AND (l.classid::int8 << 32) | l.objid::int8 = $2) LIMIT 1",
                         &[&table.quoted(), &key],
                     )
                     .await
@@ -410,7 +410,14 @@ impl OnNode {
                 self.interrupt(soak, entry, blocker, watcher, pid, key)
                     .await
             }
-            None => None,
+            None => {
+                let status = soak.fetch(entry).await.map(|o| o.data["status"].clone());
+                eprintln!(
+                    "soak: no pass of the leader waited for {} under its lock within                      {STAGE_BOUND:?}; status {status:?}",
+                    entry.qualified()
+                );
+                None
+            }
         };
         let _ = blocker.batch_execute("ROLLBACK").await;
         soak.registry
@@ -440,7 +447,7 @@ impl OnNode {
             let held: bool = watcher
                 .query_one(
                     "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE pid = $1 AND locktype = 'advisory' \
-                     AND granted AND objsubid = 1 AND classid::int8 * 4294967296 + objid::int8 = $2)",
+                     AND granted AND objsubid = 1 AND (classid::int8 << 32) | objid::int8 = $2)",
                     &[&pid, &key],
                 )
                 .await
