@@ -1345,8 +1345,7 @@ impl Action {
                 55..63 => Action::Delete,
                 _ => Action::Migrate,
             };
-            if mode == Mode::Processes
-                || !matches!(action, Action::KillReplica | Action::ApiFault)
+            if mode == Mode::Processes || !matches!(action, Action::KillReplica | Action::ApiFault)
             {
                 return action;
             }

@@ -37,6 +37,7 @@ use std::time::{Duration, Instant};
 
 use boxtable_operator::ident::QualifiedName;
 use boxtable_operator::lock::LockIdentity;
+use boxtable_operator::migrate::history::HISTORY_TABLE;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams};
 use rand::rngs::StdRng;
@@ -69,8 +70,7 @@ const STAGE_BOUND: Duration = Duration::from_secs(30);
 const RELEASE_BOUND: Duration = Duration::from_secs(15);
 
 #[test]
-fn the_operator_pods_keep_every_invariant_through_deletions_kills_kubelet_restarts_and_a_rollout()
-{
+fn the_operator_pods_keep_every_invariant_through_deletions_kills_kubelet_restarts_and_a_rollout() {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(4)
         .enable_all()
@@ -246,9 +246,7 @@ impl OnNode {
             let holder = soak.lease_holder().await;
             if pods.len() == 2
                 && pods.iter().all(is_ready)
-                && pods
-                    .iter()
-                    .any(|p| Some(pod_name(p)) == holder)
+                && pods.iter().any(|p| Some(pod_name(p)) == holder)
             {
                 return Some(since.elapsed());
             }
@@ -311,18 +309,19 @@ impl OnNode {
     }
 
     /// Deletes the leader's Pod (or the standby's) and waits for it to go.
-    async fn delete(&self, soak: &Soak, leader: bool) -> Option<Disruption> {
+    async fn delete(&self, soak: &Soak, leader: bool) -> Option<(Disruption, Instant)> {
         let (lead, standby) = self.leader_and_standby(soak).await?;
         let pod = if leader { lead } else { standby? };
         let name = pod_name(&pod);
         let deleted = Instant::now();
         self.delete_pod(&name).await;
         self.gone(soak, &name, leader, deleted).await;
-        Some(if leader {
+        let kind = if leader {
             Disruption::LeaderDeleted
         } else {
             Disruption::StandbyDeleted
-        })
+        };
+        Some((kind, deleted))
     }
 
     /// Deletes the leader's Pod while its pass holds a table's advisory lock mid-migration: a
@@ -330,12 +329,31 @@ impl OnNode {
     /// one, and once the leader's pass holds the lock and waits for the table, its Pod is deleted.
     /// The pass must let go of the lock (its migration rolled back) before the soak's
     /// transaction ends. Without a pass to interrupt, the leader is deleted plainly.
-    async fn delete_mid_migration(&self, soak: &Soak, rng: &mut StdRng) -> Option<Disruption> {
+    async fn delete_mid_migration(
+        &self,
+        soak: &Soak,
+        rng: &mut StdRng,
+    ) -> Option<(Disruption, Instant)> {
         let url = &soak.cluster.db.url;
         let (blocker, watcher) = (connect(url).await, connect(url).await);
         let mut live = soak.registry.live();
         live.shuffle(rng);
-        for entry in live.into_iter().take(2) {
+        let mut tried = 0;
+        for entry in live {
+            // A table below its latest version (the racers take most to the latest soon).
+            let Some(object) = soak.fetch(&entry).await else {
+                continue;
+            };
+            let applied = object.data["status"]["appliedVersion"]
+                .as_u64()
+                .unwrap_or(0);
+            if applied == 0 || applied >= u64::from(entry.latest()) {
+                continue;
+            }
+            tried += 1;
+            if tried > 3 {
+                break;
+            }
             if let Some(done) = self.stage(soak, &entry, &blocker, &watcher).await {
                 return Some(done);
             }
@@ -351,11 +369,9 @@ impl OnNode {
         entry: &Entry,
         blocker: &tokio_postgres::Client,
         watcher: &tokio_postgres::Client,
-    ) -> Option<Disruption> {
+    ) -> Option<(Disruption, Instant)> {
         let object = soak.fetch(entry).await?;
-        let spec = &object.data["spec"];
-        let target = spec["targetVersion"].as_u64()? as u32;
-        if target >= entry.latest() || spec["suspend"].as_bool() == Some(true) {
+        if object.data["spec"]["suspend"].as_bool() == Some(true) {
             return None;
         }
         let table = QualifiedName::parse(Some(entry.schema), &entry.table).unwrap();
@@ -373,10 +389,28 @@ impl OnNode {
                 .await
                 .ok()?;
             blocker
-                .batch_execute(&format!("LOCK TABLE {} IN ACCESS SHARE MODE", table.quoted()))
+                .batch_execute(&format!(
+                    "LOCK TABLE {} IN ACCESS SHARE MODE",
+                    table.quoted()
+                ))
                 .await
                 .ok()?;
-            soak.patch(entry, json!({"spec": {"targetVersion": target + 1}}))
+            // Nobody can change the table now: its version is final until the soak lets go.
+            let version: i32 = blocker
+                .query_one(
+                    &format!(
+                        "SELECT coalesce(max(\"MigrationVersion\"), 0) FROM public.{HISTORY_TABLE} \
+                         WHERE \"SchemaName\" = $1 AND \"BoxTableName\" = $2"
+                    ),
+                    &[&entry.schema, &entry.table],
+                )
+                .await
+                .ok()?
+                .get(0);
+            if version < 1 || version as u32 >= entry.latest() {
+                return None;
+            }
+            soak.patch(entry, json!({"spec": {"targetVersion": version + 1}}))
                 .await;
             let waiting = Instant::now();
             loop {
@@ -438,7 +472,7 @@ impl OnNode {
         watcher: &tokio_postgres::Client,
         pid: i32,
         key: i64,
-    ) -> Option<Disruption> {
+    ) -> Option<(Disruption, Instant)> {
         let (leader, _) = self.leader_and_standby(soak).await?;
         let name = pod_name(&leader);
         let deleted = Instant::now();
@@ -469,13 +503,13 @@ impl OnNode {
             .fetch_max(deleted.elapsed().as_millis() as u64, Ordering::Relaxed);
         let _ = blocker.batch_execute("ROLLBACK").await;
         self.gone(soak, &name, true, deleted).await;
-        Some(Disruption::LeaderDeletedMidMigration)
+        Some((Disruption::LeaderDeletedMidMigration, deleted))
     }
 
     /// SIGKILLs the operator's process in the leader's Pod (or the standby's); the kubelet must
     /// restart the container. A Pod already restarted twice is deleted instead (the kubelet's
     /// back-off would only grow).
-    async fn kill(&self, soak: &Arc<Soak>, rng: &mut StdRng) -> Option<Disruption> {
+    async fn kill(&self, soak: &Arc<Soak>, rng: &mut StdRng) -> Option<(Disruption, Instant)> {
         let (leader, standby) = self.leader_and_standby(soak).await?;
         let mut candidates = vec![leader];
         candidates.extend(standby);
@@ -514,7 +548,7 @@ impl OnNode {
                         "the operator's container in {name}, SIGKILLed, ended with {code:?}, not 137"
                     ));
                 }
-                return Some(Disruption::ContainerKilled);
+                return Some((Disruption::ContainerKilled, since));
             }
             if since.elapsed() > RECOVER_BOUND {
                 soak.violations.add(format!(
@@ -529,8 +563,13 @@ impl OnNode {
     }
 
     /// Restarts the kubelet (SIGTERM or SIGKILL); it must come back Ready.
-    async fn restart_kubelet(&self, soak: &Soak, rng: &mut StdRng) -> Option<Disruption> {
+    async fn restart_kubelet(
+        &self,
+        soak: &Soak,
+        rng: &mut StdRng,
+    ) -> Option<(Disruption, Instant)> {
         let kill = rng.random_bool(0.5);
+        let since = Instant::now();
         let node = self.install.node;
         let restarted = tokio::task::spawn_blocking(move || node.restart_kubelet(kill))
             .await
@@ -541,16 +580,18 @@ impl OnNode {
                 .add(format!("the kubelet did not come back Ready: {message}"));
             return None;
         }
-        Some(if kill {
+        let kind = if kill {
             Disruption::KubeletKilled
         } else {
             Disruption::KubeletRestarted
-        })
+        };
+        Some((kind, since))
     }
 
     /// `kubectl rollout restart` of the Deployment; `kubectl rollout status` must see it complete.
-    async fn rollout(&self, soak: &Soak) -> Option<Disruption> {
+    async fn rollout(&self, soak: &Soak) -> Option<(Disruption, Instant)> {
         let plane = self.install.plane;
+        let since = Instant::now();
         let deployment = format!("deployment/{DEPLOYMENT}");
         let status = tokio::task::spawn_blocking(move || {
             plane.kubectl_admin(
@@ -583,7 +624,7 @@ impl OnNode {
                 .add(format!("the rollout restart did not complete: {message}"));
             return None;
         }
-        Some(Disruption::Rollout)
+        Some((Disruption::Rollout, since))
     }
 
     /// The peak of each operator container's memory cgroup (v1), and its limit.
@@ -763,7 +804,6 @@ pub(crate) async fn chaos(soak: Arc<Soak>, length: Duration, seed: u64) {
             }
             deck.pop().unwrap()
         };
-        let since = Instant::now();
         let done = match next {
             Disruption::LeaderDeleted => node.delete(&soak, true).await,
             Disruption::StandbyDeleted => node.delete(&soak, false).await,
@@ -776,14 +816,15 @@ pub(crate) async fn chaos(soak: Arc<Soak>, length: Duration, seed: u64) {
             }
             Disruption::Rollout => node.rollout(&soak).await,
         };
-        if let Some(done) = done
+        if let Some((done, since)) = done
             && let Some(took) = node.recovered(&soak, since, done.describe()).await
         {
             node.record(done, took);
         }
         node.check_restarts(&soak).await;
     }
-    node.recovered(&soak, Instant::now(), "end of the chaos").await;
+    node.recovered(&soak, Instant::now(), "end of the chaos")
+        .await;
     if length >= Duration::from_secs(60) {
         let recoveries = node.recoveries.lock().unwrap();
         for kind in [
