@@ -383,18 +383,22 @@ impl OnNode {
             .unwrap()
             .insert(entry.qualified());
         soak.stop_migrates(entry);
-        let staged = async {
+        let staged: Result<i32, String> = async {
+            let failed = |what: &str| {
+                let what = what.to_owned();
+                move |e: tokio_postgres::Error| format!("{what}: {e}")
+            };
             blocker
                 .batch_execute("BEGIN; SET LOCAL lock_timeout = '2s'")
                 .await
-                .ok()?;
+                .map_err(failed("BEGIN"))?;
             blocker
                 .batch_execute(&format!(
                     "LOCK TABLE {} IN ACCESS SHARE MODE",
                     table.quoted()
                 ))
                 .await
-                .ok()?;
+                .map_err(failed("LOCK TABLE"))?;
             // Nobody can change the table now: its version is final until the soak lets go.
             let version: i32 = blocker
                 .query_one(
@@ -405,10 +409,10 @@ impl OnNode {
                     &[&entry.schema, &entry.table],
                 )
                 .await
-                .ok()?
+                .map_err(failed("read its version"))?
                 .get(0);
             if version < 1 || version as u32 >= entry.latest() {
-                return None;
+                return Err(format!("its history says version {version}"));
             }
             soak.patch(entry, json!({"spec": {"targetVersion": version + 1}}))
                 .await;
@@ -430,24 +434,28 @@ impl OnNode {
                     .flatten()
                     .map(|row| row.get(0));
                 if let Some(pid) = pid {
-                    return Some(pid);
+                    return Ok(pid);
                 }
                 if waiting.elapsed() > STAGE_BOUND {
-                    return None;
+                    let status = soak.fetch(entry).await.map(|o| o.data["status"].clone());
+                    return Err(format!(
+                        "no pass of the leader waited for it under its lock within \
+                         {STAGE_BOUND:?} of targetVersion {}; status {status:?}",
+                        version + 1
+                    ));
                 }
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
         }
         .await;
         let done = match staged {
-            Some(pid) => {
+            Ok(pid) => {
                 self.interrupt(soak, entry, blocker, watcher, pid, key)
                     .await
             }
-            None => {
-                let status = soak.fetch(entry).await.map(|o| o.data["status"].clone());
+            Err(why) => {
                 eprintln!(
-                    "soak: no pass of the leader waited for {} under its lock within                      {STAGE_BOUND:?}; status {status:?}",
+                    "soak: no deletion mid-migration on {}: {why}",
                     entry.qualified()
                 );
                 None
