@@ -395,14 +395,36 @@ node_inside() {
   done
   "$NODE_BIN/ctr" --address "$d/containerd.sock" -n k8s.io images import "$NODE_CACHE/images/pause.tar" >/dev/null
   "$NODE_BIN/ctr" --address "$d/containerd.sock" -n k8s.io images import "$NODE_CACHE/images/busybox.tar" >/dev/null
-  "$CONTROL_PLANE_BIN/kubelet" --config "$d/kubelet.yaml" --kubeconfig "$d/kubelet.kubeconfig" \
-    --root-dir "$d/kubelet" --cert-dir "$d/kubelet/pki" --hostname-override "$NODE_NAME" --node-ip "$NODE_IP" \
-    --v 1 >"$d/kubelet.log" 2>&1 &
-  kubelet_pid=$!
+  # SIGUSR1 (SIGTERM to the kubelet) or SIGUSR2 (SIGKILL) asks for a kubelet restart:
+  # node_restart_kubelet. Pods and containers run on (containerd keeps them); the new kubelet
+  # takes them over. $d/kubelet.starts counts the kubelets started.
+  restart=
+  trap 'restart=1; kill -TERM $kubelet_pid 2>/dev/null' USR1
+  trap 'restart=1; kill -KILL $kubelet_pid 2>/dev/null' USR2
   set +e
-  # Whichever ends first ends the node (and so, with this process, every process in it).
-  wait -n "$kubelet_pid" "$containerd_pid" "$forward_pid"
-  echo "a node process exited ($?)" >>"$d/inside.log"
+  local starts=0 status
+  while :; do
+    "$CONTROL_PLANE_BIN/kubelet" --config "$d/kubelet.yaml" --kubeconfig "$d/kubelet.kubeconfig" \
+      --root-dir "$d/kubelet" --cert-dir "$d/kubelet/pki" --hostname-override "$NODE_NAME" --node-ip "$NODE_IP" \
+      --v 1 >>"$d/kubelet.log" 2>&1 &
+    kubelet_pid=$!
+    starts=$((starts + 1))
+    echo "$starts" >"$d/kubelet.starts"
+    # Whichever ends first, unasked, ends the node (and so, with this process, every process in it).
+    while :; do
+      wait -n "$kubelet_pid" "$containerd_pid" "$forward_pid"
+      status=$?
+      [ -n "$restart" ] || break 2
+      # Asked: the kubelet ends (a signal may have interrupted the wait before it did), the others
+      # must still run.
+      while kill -0 "$kubelet_pid" 2>/dev/null; do sleep 0.05; done
+      kill -0 "$containerd_pid" 2>/dev/null && kill -0 "$forward_pid" 2>/dev/null || break 2
+      restart=
+      echo "kubelet restarted on request" >>"$d/inside.log"
+      break
+    done
+  done
+  echo "a node process exited ($status)" >>"$d/inside.log"
   exit 1
 }
 
@@ -640,6 +662,38 @@ node_watchdog() {
     rm -rf "$d"
   ) >/dev/null 2>&1 &
   NODE_WATCHDOG_PID=$!
+}
+
+# Restarts the node's kubelet (SIGTERM; SIGKILL with --kill) and waits, up to 3 minutes, until the
+# new one answers its health check and the Node is Ready with a heartbeat after the restart; prints
+# the seconds that took. The Pods run on meanwhile (containerd keeps their containers).
+node_restart_kubelet() {
+  local signal=USR1 starts since started ready
+  [ "${1:-}" != --kill ] || signal=USR2
+  starts=$(cat "$NODE_DIR/kubelet.starts")
+  since=$(date -u +%s)
+  started=$(date +%s%N)
+  kill "-$signal" "$NODE_PID" || { node_fail "the node's first process $NODE_PID is gone"; return 1; }
+  local deadline=$(( since + 180 ))
+  while :; do
+    if [ "$(cat "$NODE_DIR/kubelet.starts")" != "$starts" ] \
+      && nsenter "--net=/proc/$NODE_PID/ns/net" -- curl -sf --max-time 2 http://127.0.0.1:10248/healthz >/dev/null 2>&1; then
+      # Ready, with a heartbeat the new kubelet sent.
+      ready=$(node_kubectl get node "$NODE_NAME" --request-timeout 5s \
+        -o jsonpath='{.status.conditions[?(@.type=="Ready")].status} {.status.conditions[?(@.type=="Ready")].lastHeartbeatTime}' 2>/dev/null) || ready=
+      if [ "${ready%% *}" = True ] && [ "$(date -u -d "${ready#* }" +%s 2>/dev/null || echo 0)" -ge "$since" ]; then
+        break
+      fi
+    fi
+    if [ "$(date +%s)" -ge "$deadline" ]; then
+      node_show_logs
+      node_fail "the kubelet did not come back Ready within 180s of its restart (last seen: '${ready:-no health}')"
+      return 1
+    fi
+    sleep 0.2
+  done
+  local ms=$(( ($(date +%s%N) - started) / 1000000 ))
+  echo "$(( ms / 1000 )).$(( ms % 1000 / 100 ))"
 }
 
 # Runs ctr against the node's containerd, in the namespace the kubelet uses.

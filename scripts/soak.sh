@@ -10,18 +10,40 @@
 #   scripts/soak.sh                      about a minute
 #   SOAK_SECONDS=1800 scripts/soak.sh    half an hour
 #   SOAK_SEED=N scripts/soak.sh          the random choices of an earlier run
+#   scripts/soak.sh --node [DURATION]    the same soak with the operator as the two Pods of
+#                                        dist/install.yaml on a real node (tests/suite/soak_node.rs):
+#                                        Pods deleted (the leader's sometimes mid-migration),
+#                                        containers SIGKILLed, kubelet restarts and one rollout
+#                                        added to the chaos; DURATION like 1800, 90s or 30m
+#                                        (default SOAK_SECONDS, else 90 s)
 #
 # Starts a throwaway PostgreSQL unless DATABASE_URL is set (a disposable server), and a throwaway
-# control plane (scripts/control-plane.sh) unless CONTROL_PLANE_KUBECONFIG is set. Everything runs
-# on loopback. The test runs in its own process group, which is ended on exit, so no operator or
-# migrate process outlives the script, even after Ctrl-C.
+# control plane (scripts/control-plane.sh) unless CONTROL_PLANE_KUBECONFIG is set (with --node
+# always one of its own, with the node of scripts/node.sh; that needs root). Everything runs on
+# loopback or inside the node's network namespace. The test runs in its own process group, which
+# is ended on exit, so no operator or migrate process outlives the script, even after Ctrl-C.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/pg.sh
 . scripts/control-plane.sh
+. scripts/node.sh
 
+node=
+case "${1:-}" in
+  --node)
+    node=1
+    duration=${2:-${SOAK_SECONDS:-90}}
+    case "$duration" in
+      *m) SOAK_SECONDS=$(( ${duration%m} * 60 )) 2>/dev/null || SOAK_SECONDS= ;;
+      *s) SOAK_SECONDS=${duration%s} ;;
+      *) SOAK_SECONDS=$duration ;;
+    esac
+    ;;
+  '') ;;
+  *) echo "soak.sh: unknown argument $1 (scripts/soak.sh [--node [DURATION]])" >&2; exit 2 ;;
+esac
 export SOAK_SECONDS=${SOAK_SECONDS:-60}
-case "$SOAK_SECONDS" in ''|*[!0-9]*|0) echo "soak.sh: SOAK_SECONDS must be a positive integer" >&2; exit 2 ;; esac
+case "$SOAK_SECONDS" in ''|*[!0-9]*|0) echo "soak.sh: the duration must be a positive number of seconds (or 30m, 90s)" >&2; exit 2 ;; esac
 
 scripts/reliability.sh --install
 # Build first (the test and the operator binary it runs, with the features `cargo test` builds it
@@ -43,6 +65,36 @@ cp "$operator_binary" "$bin_dir/boxtable-operator"
 cp "$test_binary" "$bin_dir/suite"
 export SOAK_OPERATOR_BINARY="$bin_dir/boxtable-operator"
 
+group=
+if [ -n "$node" ]; then
+  # The node's EXIT trap stops the node, then the control plane, then PostgreSQL; the test's
+  # process group is ended before all of them.
+  if [ -z "${DATABASE_URL:-}" ]; then
+    pg_start
+  fi
+  CP_WORKLOADS=1 cp_start
+  node_start
+  end_group() {
+    if [ -n "$group" ]; then
+      kill -TERM -- "-$group" 2>/dev/null || true
+      for _ in $(seq 50); do kill -0 -- "-$group" 2>/dev/null || break; sleep 0.1; done
+      kill -KILL -- "-$group" 2>/dev/null || true
+    fi
+    rm -rf "$bin_dir"
+  }
+  existing=$(trap -p EXIT | sed -E "s/^trap -- '(.*)' EXIT$/\1/")
+  # shellcheck disable=SC2064
+  trap "end_group; $existing" EXIT
+  setsid "$bin_dir/suite" --nocapture --test-threads 1 soak_node:: &
+  group=$!
+  status=0
+  wait "$group" || status=$?
+  group_left=$group
+  group=
+  kill -KILL -- "-$group_left" 2>/dev/null || true
+  exit "$status"
+fi
+
 if [ -z "${DATABASE_URL:-}" ]; then
   pg_start
 fi
@@ -51,7 +103,6 @@ if [ -z "${CONTROL_PLANE_KUBECONFIG:-}" ]; then
   started_control_plane=1
 fi
 
-group=
 stop_group() {
   if [ -n "$group" ]; then
     kill -TERM -- "-$group" 2>/dev/null || true

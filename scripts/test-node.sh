@@ -5,7 +5,8 @@
 # install it (dist/install.yaml, the Helm chart, examples/jobs/). scripts/test.sh runs this beside
 # its main phase; run it alone to work on the node tests:
 #
-#   scripts/test-node.sh                                 every node test (the modules node_*)
+#   scripts/test-node.sh                                 every node test (the modules node_* and
+#                                                        soak_node, the invariant soak on the node)
 #   scripts/test-node.sh node_failover::                 some of them (libtest filters)
 #   scripts/test-node.sh --shell                         start the control plane and the node and
 #                                                        open a shell with KUBECONFIG and kubectl
@@ -23,7 +24,7 @@ cd "$(dirname "$0")/.."
 . scripts/helm.sh
 
 # Every module of tests/suite whose tests run on the node.
-NODE_TEST_MODULES=(node_install:: node_failover:: node_helm:: node_scale:: node_jobs:: node_upgrade::)
+NODE_TEST_MODULES=(node_install:: node_failover:: node_helm:: node_scale:: node_jobs:: node_upgrade:: soak_node::)
 
 shell=
 filters=()

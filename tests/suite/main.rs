@@ -83,6 +83,7 @@ mod reliability_secrets;
 mod reliability_session;
 mod secrets_in_debug;
 mod soak;
+mod soak_node;
 mod status;
 mod table_ownership;
 mod telemetry;

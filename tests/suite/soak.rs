@@ -19,6 +19,10 @@
 //!
 //! It prints one line of counts and fails listing every violation with its context.
 //! `SOAK_SEED` replays a run's random choices (the chaos itself is timing-dependent).
+//!
+//! [`Mode::Node`] runs the same soak, the same invariants, with the operator as the two Pods of
+//! `dist/install.yaml` on the real node instead of processes on the host: `soak_node` adds its
+//! chaos (Pods deleted, containers killed, kubelet restarts, a rollout) and its checks.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::OpenOptions;
@@ -44,11 +48,12 @@ use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
 use tokio_postgres::Client;
 
+use crate::soak_node::{self, OnNode};
 use crate::support;
 use crate::support::control_plane::OPERATOR_NAMESPACE;
 use crate::support::e2e::{Cluster, Rule, connect};
 
-const NAMESPACES: [&str; 3] = ["soak-a", "soak-b", "soak-c"];
+pub(crate) const NAMESPACES: [&str; 3] = ["soak-a", "soak-b", "soak-c"];
 const SCHEMAS: [&str; 3] = ["s0", "s1", "s2"];
 /// BoxTables alive at any time.
 const POPULATION: usize = 12;
@@ -66,6 +71,18 @@ const LEASE_BLIP: Duration = Duration::from_secs(3);
 const REAL_STALL_CAUSES: [&str; 1] = ["LockTimeout"];
 /// `migrate` exit reasons the soak really causes (it terminates `migrate` sessions too).
 const REAL_MIGRATE_FAILURES: [&str; 2] = ["LockTimeout", "ConnectionFailed"];
+
+/// Where the soak's operators run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// Five `boxtable-operator run` processes on the host, talking to kube-apiserver through the
+    /// fault proxy: SIGKILLed, SIGTERMed, their API requests failed.
+    Processes,
+    /// The two Pods of `dist/install.yaml` on the real node, talking to kube-apiserver as Pods
+    /// do (no fault proxy between): their Pods deleted, containers killed, the kubelet restarted,
+    /// a rollout (`soak_node`).
+    Node,
+}
 
 #[derive(Default)]
 struct Counts {
@@ -91,29 +108,29 @@ struct Counts {
     table_checks: AtomicU64,
 }
 
-fn bump(counter: &AtomicU64) {
+pub(crate) fn bump(counter: &AtomicU64) {
     counter.fetch_add(1, Ordering::Relaxed);
 }
 
-fn get(counter: &AtomicU64) -> u64 {
+pub(crate) fn get(counter: &AtomicU64) -> u64 {
     counter.load(Ordering::Relaxed)
 }
 
 /// Violations, each with enough context to debug.
 #[derive(Default)]
-struct Violations {
+pub(crate) struct Violations {
     list: Mutex<Vec<String>>,
     seen: Mutex<BTreeSet<String>>,
 }
 
 impl Violations {
-    fn add(&self, what: String) {
+    pub(crate) fn add(&self, what: String) {
         eprintln!("soak: VIOLATION: {what}");
         self.list.lock().unwrap().push(what);
     }
 
     /// Records a violation once per `key` (a lasting state seen by many samples).
-    fn add_once(&self, key: String, what: String) {
+    pub(crate) fn add_once(&self, key: String, what: String) {
         if self.seen.lock().unwrap().insert(key) {
             self.add(what);
         }
@@ -126,12 +143,12 @@ impl Violations {
 
 /// One BoxTable the soak created.
 #[derive(Clone, Debug)]
-struct Entry {
-    namespace: &'static str,
-    name: String,
-    schema: &'static str,
-    table: String,
-    kind: BoxKind,
+pub(crate) struct Entry {
+    pub(crate) namespace: &'static str,
+    pub(crate) name: String,
+    pub(crate) schema: &'static str,
+    pub(crate) table: String,
+    pub(crate) kind: BoxKind,
     drop: bool,
     /// When its deletion was requested.
     deleting: Option<Instant>,
@@ -140,16 +157,16 @@ struct Entry {
 }
 
 impl Entry {
-    fn qualified(&self) -> String {
+    pub(crate) fn qualified(&self) -> String {
         format!("{}.{}", self.schema, self.table)
     }
 
-    fn key(&self) -> i64 {
+    pub(crate) fn key(&self) -> i64 {
         LockIdentity::for_table(&QualifiedName::parse(Some(self.schema), &self.table).unwrap())
             .key()
     }
 
-    fn latest(&self) -> u32 {
+    pub(crate) fn latest(&self) -> u32 {
         self.kind.latest()
     }
 
@@ -163,21 +180,33 @@ impl Entry {
 
 /// The soak's BoxTables, by sequence number.
 #[derive(Default)]
-struct Registry {
+pub(crate) struct Registry {
     entries: Mutex<BTreeMap<u32, Entry>>,
     next: Mutex<u32>,
     /// Running `migrate` processes per table, so a Drop can wait for them first.
     migrates: Mutex<BTreeMap<String, Vec<Child>>>,
+    /// Tables (`schema.table`) a staged disruption keeps to itself: no `migrate` run,
+    /// application, edit or deletion touches them meanwhile.
+    pub(crate) reserved: Mutex<BTreeSet<String>>,
 }
 
 impl Registry {
-    fn live(&self) -> Vec<Entry> {
+    pub(crate) fn live(&self) -> Vec<Entry> {
         self.entries
             .lock()
             .unwrap()
             .values()
             .filter(|e| e.deleting.is_none())
             .cloned()
+            .collect()
+    }
+
+    /// The live BoxTables whose tables are not reserved.
+    fn unreserved(&self) -> Vec<Entry> {
+        let reserved = self.reserved.lock().unwrap().clone();
+        self.live()
+            .into_iter()
+            .filter(|e| !reserved.contains(&e.qualified()))
             .collect()
     }
 
@@ -274,11 +303,16 @@ fn operator_binary() -> PathBuf {
         .map_or_else(support::e2e::operator_binary, PathBuf::from)
 }
 
-fn soak_seconds() -> u64 {
+/// `SOAK_SECONDS`, by default 60 s with processes and 90 s on the node (whose disruptions take
+/// seconds each: every kind then happens at least once).
+fn soak_seconds(mode: Mode) -> u64 {
     std::env::var("SOAK_SECONDS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(60)
+        .unwrap_or(match mode {
+            Mode::Processes => 60,
+            Mode::Node => 90,
+        })
 }
 
 fn seed() -> u64 {
@@ -292,18 +326,21 @@ fn seed() -> u64 {
         })
 }
 
-struct Soak {
-    cluster: Cluster,
+pub(crate) struct Soak {
+    mode: Mode,
+    pub(crate) cluster: Cluster,
     /// No new fault that can reach the Lease before this: one blip at a time.
     lease_quiet_until: Mutex<Instant>,
     /// The leader-election Lease, read directly.
     leases: Api<Lease>,
     boxtables: BTreeMap<&'static str, Api<DynamicObject>>,
-    registry: Registry,
+    pub(crate) registry: Registry,
     replicas: Vec<Mutex<Replica>>,
+    /// The operator's Pods and the node's chaos ([`Mode::Node`]).
+    pub(crate) node: Option<OnNode>,
     counts: Counts,
-    violations: Violations,
-    stop: AtomicBool,
+    pub(crate) violations: Violations,
+    pub(crate) stop: AtomicBool,
     manifests: PathBuf,
 }
 
@@ -372,7 +409,7 @@ impl Soak {
         bump(&self.counts.creates);
     }
 
-    async fn patch(&self, entry: &Entry, patch: Value) {
+    pub(crate) async fn patch(&self, entry: &Entry, patch: Value) {
         let api = self.api(entry.namespace).clone();
         let name = entry.name.clone();
         retry_api(&format!("patch {name}"), || {
@@ -393,7 +430,7 @@ impl Soak {
     }
 
     async fn edit(&self, rng: &mut StdRng) {
-        let live = self.registry.live();
+        let live = self.registry.unreserved();
         if live.is_empty() {
             return;
         }
@@ -423,7 +460,7 @@ impl Soak {
         bump(&self.counts.spec_edits);
     }
 
-    async fn fetch(&self, entry: &Entry) -> Option<DynamicObject> {
+    pub(crate) async fn fetch(&self, entry: &Entry) -> Option<DynamicObject> {
         let api = self.api(entry.namespace).clone();
         let name = entry.name.clone();
         retry_api(&format!("get {name}"), || {
@@ -437,7 +474,7 @@ impl Soak {
     /// Deletes a BoxTable (after stopping the `migrate` runs on its table, which could otherwise
     /// create the table again after the drop, as a Brighter application may) and creates another.
     async fn delete(&self, rng: &mut StdRng) {
-        let live = self.registry.live();
+        let live = self.registry.unreserved();
         if live.len() < POPULATION / 2 {
             return;
         }
@@ -448,17 +485,7 @@ impl Soak {
                 e.deleting = Some(Instant::now());
             }
         }
-        let running = self
-            .registry
-            .migrates
-            .lock()
-            .unwrap()
-            .remove(&entry.qualified())
-            .unwrap_or_default();
-        for mut child in running {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        self.stop_migrates(&entry);
         if entry.drop {
             // A suspended BoxTable changes nothing, drops included (it reports DropBlocked until
             // resumed): a user asking for the drop resumes it first.
@@ -486,9 +513,24 @@ impl Soak {
         self.create(rng).await;
     }
 
+    /// Stops the `migrate` runs on `entry`'s table.
+    pub(crate) fn stop_migrates(&self, entry: &Entry) {
+        let running = self
+            .registry
+            .migrates
+            .lock()
+            .unwrap()
+            .remove(&entry.qualified())
+            .unwrap_or_default();
+        for mut child in running {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
     /// Starts `migrate` for a live table, sometimes SIGKILLing it soon after.
     fn migrate(&self, rng: &mut StdRng) {
-        let live = self.registry.live();
+        let live = self.registry.unreserved();
         if live.is_empty() {
             return;
         }
@@ -652,7 +694,7 @@ impl Soak {
     }
 
     /// The Lease's holder, read directly (`None` when free or absent; retried through errors).
-    async fn lease_holder(&self) -> Option<String> {
+    pub(crate) async fn lease_holder(&self) -> Option<String> {
         let leases = self.leases.clone();
         retry_api("get the Lease", || {
             let leases = leases.clone();
@@ -1007,7 +1049,7 @@ fn wait_child(child: &mut Child, bound: Duration) -> bool {
 }
 
 /// A client for a kubeconfig file.
-async fn client_for(kubeconfig: &Path) -> kube::Client {
+pub(crate) async fn client_for(kubeconfig: &Path) -> kube::Client {
     let config = kube::Config::from_custom_kubeconfig(
         Kubeconfig::read_from(kubeconfig).unwrap(),
         &KubeConfigOptions::default(),
@@ -1019,7 +1061,7 @@ async fn client_for(kubeconfig: &Path) -> kube::Client {
 
 /// Retries an API call through a busy server's transient errors (the soak's own requests go
 /// straight to kube-apiserver, around the fault proxy).
-async fn retry_api<T, F, Fut>(what: &str, mut call: F) -> T
+pub(crate) async fn retry_api<T, F, Fut>(what: &str, mut call: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, kube::Error>>,
@@ -1054,7 +1096,7 @@ async fn application(soak: Arc<Soak>, seed: u64) {
             client = Some(c);
         }
         let c = client.as_ref().unwrap();
-        let live = soak.registry.live();
+        let live = soak.registry.unreserved();
         if live.is_empty() {
             tokio::task::yield_now().await;
             continue;
@@ -1179,7 +1221,7 @@ async fn lock_sampler(soak: Arc<Soak>) {
 async fn check_ddl_under_lock(soak: &Soak, client: &Client) {
     let rows = client
         .query(
-            "WITH l AS MATERIALIZED (SELECT * FROM pg_locks WHERE granted                AND database = (SELECT oid FROM pg_database WHERE datname = current_database()))              SELECT l.pid, n.nspname::text, c.relname::text,                coalesce((SELECT array_agg(a.classid::int8 * 4294967296 + a.objid::int8) FROM l a                  WHERE a.pid = l.pid AND a.locktype = 'advisory' AND a.objsubid = 1), '{}'),                coalesce((SELECT application_name || ': ' || left(query, 160)                  FROM pg_stat_activity s WHERE s.pid = l.pid), '?')              FROM l JOIN pg_class c ON c.oid = l.relation JOIN pg_namespace n ON n.oid = c.relnamespace              WHERE l.locktype = 'relation' AND l.mode = 'AccessExclusiveLock' AND c.relkind = 'r'                AND n.nspname = ANY($1)",
+            "WITH l AS MATERIALIZED (SELECT * FROM pg_locks WHERE granted                AND database = (SELECT oid FROM pg_database WHERE datname = current_database()))              SELECT l.pid, n.nspname::text, c.relname::text,                coalesce((SELECT array_agg((a.classid::int8 << 32) | a.objid::int8) FROM l a                  WHERE a.pid = l.pid AND a.locktype = 'advisory' AND a.objsubid = 1), '{}'),                coalesce((SELECT application_name || ': ' || left(query, 160)                  FROM pg_stat_activity s WHERE s.pid = l.pid), '?')              FROM l JOIN pg_class c ON c.oid = l.relation JOIN pg_namespace n ON n.oid = c.relnamespace              WHERE l.locktype = 'relation' AND l.mode = 'AccessExclusiveLock' AND c.relkind = 'r'                AND n.nspname = ANY($1)",
             &[&SCHEMAS.to_vec()],
         )
         .await;
@@ -1192,8 +1234,7 @@ async fn check_ddl_under_lock(soak: &Soak, client: &Client) {
         let Ok(name) = QualifiedName::parse(Some(&schema), &table) else {
             continue;
         };
-        let id = LockIdentity::for_table(&name);
-        let wanted = i64::from(id.classid()) * 4_294_967_296 + i64::from(id.objid());
+        let wanted = LockIdentity::for_table(&name).key();
         if !held.contains(&wanted) {
             let activity: String = row.get(4);
             soak.violations.add(format!(
@@ -1219,52 +1260,11 @@ async fn checker(soak: Arc<Soak>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn soak_keeps_every_invariant() {
-    let seconds = soak_seconds();
-    let seed = seed();
-    eprintln!("soak: {seconds} s, SOAK_SEED={seed}");
-    let mut rng = StdRng::seed_from_u64(seed);
+    soak(Mode::Processes).await;
+}
 
-    // The operators talk to kube-apiserver through the fault proxy, as the operator's
-    // ServiceAccount (so deploy/rbac.yaml alone authorises them).
-    let cluster = Cluster::start_with_faults().await;
-    let admin = connect(&cluster.db.url).await;
-    for schema in SCHEMAS {
-        admin
-            .batch_execute(&format!("CREATE SCHEMA {schema}"))
-            .await
-            .unwrap();
-    }
-    // The Global history table exists from the start, so one statement can read it with the
-    // tables (Brighter's shape, as the operator would create it).
-    let history = HistoryTable::for_table(
-        &QualifiedName::parse(None, "outbox").unwrap(),
-        HistoryScope::Global,
-    );
-    admin.batch_execute(&history.create_sql()).await.unwrap();
-    for ns in NAMESPACES {
-        cluster.secret(ns, "db").await;
-    }
-
-    // The soak's own client: the admin, straight to kube-apiserver.
-    let client = client_for(&cluster.kubeconfig).await;
-    // The Lease lives in the operator's namespace (deploy/rbac.yaml grants it there); an earlier
-    // test's holder would make the first leader wait a whole lease duration.
-    let leases = Api::<Lease>::namespaced(client.clone(), OPERATOR_NAMESPACE);
-    let _ = leases
-        .delete(CONTROLLER_NAME, &DeleteParams::default())
-        .await;
-    let resource = ApiResource::erase::<BoxTable>(&());
-    let boxtables = NAMESPACES
-        .iter()
-        .map(|ns| {
-            (
-                *ns,
-                Api::<DynamicObject>::namespaced_with(client.clone(), ns, &resource),
-            )
-        })
-        .collect();
-
-    // Three replicas with leader election over two namespaces, two without over the third.
+/// Three replicas with leader election over two namespaces, two without over the third.
+fn replicas(cluster: &Cluster) -> Vec<Mutex<Replica>> {
     let mut replicas = Vec::new();
     for i in 0..5 {
         let elected = i < 3;
@@ -1319,16 +1319,115 @@ async fn soak_keeps_every_invariant() {
             child: None,
         }));
     }
+    replicas
+}
+
+/// One turn of the soak's own chaos (the node's runs beside it, see `soak_node`).
+enum Action {
+    KillReplica,
+    TerminateBackend,
+    ApiFault,
+    Edit,
+    Delete,
+    Migrate,
+}
+
+impl Action {
+    /// Operators are killed and API faults injected only where they are processes behind the
+    /// fault proxy; on the node the Pods' disruptions take their place.
+    fn pick(mode: Mode, rng: &mut StdRng) -> Action {
+        loop {
+            let action = match rng.random_range(0..100) {
+                0..8 => Action::KillReplica,
+                8..20 => Action::TerminateBackend,
+                20..32 => Action::ApiFault,
+                32..55 => Action::Edit,
+                55..63 => Action::Delete,
+                _ => Action::Migrate,
+            };
+            if mode == Mode::Processes || !matches!(action, Action::KillReplica | Action::ApiFault)
+            {
+                return action;
+            }
+        }
+    }
+}
+
+/// The soak: operators as `mode` says, the same chaos on the database and the BoxTables, the same
+/// invariants.
+pub(crate) async fn soak(mode: Mode) {
+    let seconds = soak_seconds(mode);
+    let seed = seed();
+    eprintln!("soak: {seconds} s, {mode:?}, SOAK_SEED={seed}");
+    let mut rng = StdRng::seed_from_u64(seed);
+
+    // As processes, the operators talk to kube-apiserver through the fault proxy, as the
+    // operator's ServiceAccount (so deploy/rbac.yaml alone authorises them). As Pods, they talk
+    // to it as the Pods of dist/install.yaml do.
+    let cluster = match mode {
+        Mode::Processes => Cluster::start_with_faults().await,
+        Mode::Node => Cluster::start().await,
+    };
+    let admin = connect(&cluster.db.url).await;
+    for schema in SCHEMAS {
+        admin
+            .batch_execute(&format!("CREATE SCHEMA {schema}"))
+            .await
+            .unwrap();
+    }
+    // The Global history table exists from the start, so one statement can read it with the
+    // tables (Brighter's shape, as the operator would create it).
+    let history = HistoryTable::for_table(
+        &QualifiedName::parse(None, "outbox").unwrap(),
+        HistoryScope::Global,
+    );
+    admin.batch_execute(&history.create_sql()).await.unwrap();
+
+    // The soak's own client: the admin, straight to kube-apiserver.
+    let client = client_for(&cluster.kubeconfig).await;
+    // The Lease lives in the operator's namespace (deploy/rbac.yaml grants it there).
+    let leases = Api::<Lease>::namespaced(client.clone(), OPERATOR_NAMESPACE);
+    let (replicas, node) = match mode {
+        Mode::Processes => {
+            for ns in NAMESPACES {
+                cluster.secret(ns, "db").await;
+            }
+            // An earlier test's holder would make the first leader wait a whole lease duration.
+            let _ = leases
+                .delete(CONTROLLER_NAME, &DeleteParams::default())
+                .await;
+            (replicas(&cluster), None)
+        }
+        Mode::Node => {
+            let node = OnNode::install(client.clone()).await;
+            for ns in NAMESPACES {
+                node.secret(&cluster, ns).await;
+            }
+            (Vec::new(), Some(node))
+        }
+    };
+    let resource = ApiResource::erase::<BoxTable>(&());
+    let boxtables = NAMESPACES
+        .iter()
+        .map(|ns| {
+            (
+                *ns,
+                Api::<DynamicObject>::namespaced_with(client.clone(), ns, &resource),
+            )
+        })
+        .collect();
     let manifests = cluster.dir.path().join("manifests");
     std::fs::create_dir_all(&manifests).unwrap();
 
     let soak = Arc::new(Soak {
+        mode,
         cluster,
         lease_quiet_until: Mutex::new(Instant::now()),
         leases,
         boxtables,
         registry: Registry::default(),
         replicas,
+        node,
         counts: Counts::default(),
         violations: Violations::default(),
         stop: AtomicBool::new(false),
@@ -1353,25 +1452,33 @@ async fn soak_keeps_every_invariant() {
             seed.wrapping_add(i),
         )));
     }
+    if soak.node.is_some() {
+        background.push(tokio::spawn(soak_node::memory_sampler(soak.clone())));
+        background.push(tokio::spawn(soak_node::chaos(
+            soak.clone(),
+            Duration::from_secs(seconds),
+            rng.random(),
+        )));
+    }
 
     // The chaos.
     let end = Instant::now() + Duration::from_secs(seconds);
     let observer = connect(&soak.cluster.db.url).await;
     while Instant::now() < end {
         bump(&soak.counts.operations);
-        match rng.random_range(0..100) {
-            0..8 => {
+        match Action::pick(mode, &mut rng) {
+            Action::KillReplica => {
                 let s = soak.clone();
                 let mut r = StdRng::seed_from_u64(rng.random());
                 tokio::task::spawn_blocking(move || s.kill_replica(&mut r))
                     .await
                     .unwrap();
             }
-            8..20 => soak.terminate_backend(&observer).await,
-            20..32 => soak.fault(&mut rng),
-            32..55 => soak.edit(&mut rng).await,
-            55..63 => soak.delete(&mut rng).await,
-            _ => soak.migrate(&mut rng),
+            Action::TerminateBackend => soak.terminate_backend(&observer).await,
+            Action::ApiFault => soak.fault(&mut rng),
+            Action::Edit => soak.edit(&mut rng).await,
+            Action::Delete => soak.delete(&mut rng).await,
+            Action::Migrate => soak.migrate(&mut rng),
         }
         soak.reap_migrates(false);
         soak.check_replicas();
@@ -1379,12 +1486,15 @@ async fn soak_keeps_every_invariant() {
         tokio::time::sleep(Duration::from_millis(pause)).await;
     }
 
-    // Settle: no more faults or racers; every replica up; nothing suspended.
+    // Settle: no more faults or racers (the node's chaos ends its disruption and waits for the
+    // operator to be back); every replica up; nothing suspended.
     soak.stop.store(true, Ordering::Relaxed);
     for task in background {
         task.await.unwrap();
     }
-    soak.cluster.api.clear();
+    if mode == Mode::Processes {
+        soak.cluster.api.clear();
+    }
     {
         let s = soak.clone();
         tokio::task::spawn_blocking(move || s.reap_migrates(true))
@@ -1401,123 +1511,161 @@ async fn soak_keeps_every_invariant() {
         soak.patch(&entry, json!({"spec": {"suspend": false}}))
             .await;
     }
-    let settle = Instant::now();
-    let mut last = Vec::new();
-    loop {
-        soak.check_boxtables(&observer, true).await;
-        let pending_deletes = soak
-            .registry
-            .all()
-            .iter()
-            .filter(|e| e.deleting.is_some() && !e.gone)
-            .count();
-        if let Some(waiting) = soak.not_ready().await {
-            if waiting.is_empty() && pending_deletes == 0 {
-                break;
-            }
-            last = waiting;
-        }
-        if settle.elapsed() > READY_BOUND {
-            for w in &last {
-                soak.violations.add(format!(
-                    "not Ready within {READY_BOUND:?} after the faults stopped: {w}"
-                ));
-            }
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-    let ready_after = settle.elapsed();
+    let ready_after = soak.settle(&observer).await;
     soak.check_tables(&observer).await;
 
     // Every process ends: no advisory lock may be left, and the last leader hands the Lease back.
-    {
-        let s = soak.clone();
-        tokio::task::spawn_blocking(move || {
-            for replica in &s.replicas {
-                s.terminate(&mut replica.lock().unwrap(), "final SIGTERM");
-            }
-        })
-        .await
-        .unwrap();
+    match &soak.node {
+        None => {
+            let s = soak.clone();
+            tokio::task::spawn_blocking(move || {
+                for replica in &s.replicas {
+                    s.terminate(&mut replica.lock().unwrap(), "final SIGTERM");
+                }
+            })
+            .await
+            .unwrap();
+        }
+        Some(node) => node.stop_all(&soak).await,
     }
     if let Some(holder) = soak.lease_holder().await {
         soak.violations.add(format!(
             "every elected operator has exited but the Lease is still held by {holder}"
         ));
     }
-    let locks_deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let rows = observer
-            .query(
-                "SELECT l.pid, coalesce(a.application_name, '?'), l.objid::int8 FROM pg_locks l \
-                 LEFT JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' \
-                 AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())",
-                &[],
-            )
-            .await
-            .unwrap();
-        if rows.is_empty() {
-            break;
-        }
-        if Instant::now() > locks_deadline {
-            let held: Vec<String> = rows
+    soak.no_lock_left(&observer).await;
+    soak.report(seconds, seed, ready_after);
+}
+
+impl Soak {
+    /// Waits until every BoxTable is Ready at its target and every deletion has finished; a
+    /// violation for each that is not within [`READY_BOUND`]. Returns how long that took.
+    async fn settle(&self, observer: &Client) -> Duration {
+        let settle = Instant::now();
+        let mut last = Vec::new();
+        loop {
+            self.check_boxtables(observer, true).await;
+            let pending_deletes = self
+                .registry
+                .all()
                 .iter()
-                .map(|r| {
-                    format!(
-                        "{} {} {}",
-                        r.get::<_, i32>(0),
-                        r.get::<_, String>(1),
-                        r.get::<_, i64>(2)
-                    )
-                })
-                .collect();
-            soak.violations.add(format!(
-                "advisory locks left after every process ended: {held:?}"
-            ));
-            break;
+                .filter(|e| e.deleting.is_some() && !e.gone)
+                .count();
+            if let Some(waiting) = self.not_ready().await {
+                if waiting.is_empty() && pending_deletes == 0 {
+                    break;
+                }
+                last = waiting;
+            }
+            if settle.elapsed() > READY_BOUND {
+                for w in &last {
+                    self.violations.add(format!(
+                        "not Ready within {READY_BOUND:?} after the faults stopped: {w}"
+                    ));
+                }
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        settle.elapsed()
     }
 
-    let c = &soak.counts;
-    let violations = soak.violations.count();
-    println!(
-        "soak: {seconds} s seed {seed}: operations {} (spec edits {}, creates {}, drops {} \
-         (unowned tables kept {}), retains {}, migrate runs {}, application migrations {}, application lock give-ups {}), \
-         kills {} (SIGKILL {}, SIGTERM {}, migrate SIGKILL {}; longest SIGTERM exit {:.1} s), \
-         faults {} (API {}: Lease blips {}, watch cuts {}; PostgreSQL backend terminations {}), \
-         checks {} (lock samples {}, table snapshots {}), ready {:.1} s after the faults stopped, \
-         violations {violations}",
-        get(&c.operations) + get(&c.app_migrations) + get(&c.app_lock_waits_lost),
-        get(&c.spec_edits),
-        get(&c.creates),
-        get(&c.drops),
-        get(&c.unowned_kept),
-        get(&c.retains),
-        get(&c.migrates),
-        get(&c.app_migrations),
-        get(&c.app_lock_waits_lost),
-        get(&c.sigkills) + get(&c.sigterms) + get(&c.migrate_kills),
-        get(&c.sigkills),
-        get(&c.sigterms),
-        get(&c.migrate_kills),
-        get(&c.longest_term_ms) as f64 / 1000.0,
-        get(&c.api_faults) + get(&c.backend_terminations),
-        get(&c.api_faults),
-        get(&c.lease_faults),
-        get(&c.watch_drops),
-        get(&c.backend_terminations),
-        get(&c.lock_samples) + get(&c.table_checks),
-        get(&c.lock_samples),
-        get(&c.table_checks),
-        ready_after.as_secs_f64(),
-    );
-    if violations > 0 {
+    /// Once every operator has ended, no advisory lock may be left (within 60 s).
+    async fn no_lock_left(&self, observer: &Client) {
+        let locks_deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let rows = observer
+                .query(
+                    "SELECT l.pid, coalesce(a.application_name, '?'), l.objid::int8 FROM pg_locks l \
+                     LEFT JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' \
+                     AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+                    &[],
+                )
+                .await
+                .unwrap();
+            if rows.is_empty() {
+                break;
+            }
+            if Instant::now() > locks_deadline {
+                let held: Vec<String> = rows
+                    .iter()
+                    .map(|r| {
+                        format!(
+                            "{} {} {}",
+                            r.get::<_, i32>(0),
+                            r.get::<_, String>(1),
+                            r.get::<_, i64>(2)
+                        )
+                    })
+                    .collect();
+                self.violations.add(format!(
+                    "advisory locks left after every process ended: {held:?}"
+                ));
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Prints the line of counts; fails listing every violation, keeping the operators' logs.
+    fn report(&self, seconds: u64, seed: u64, ready_after: Duration) {
+        let c = &self.counts;
+        let violations = self.violations.count();
+        let operators = match &self.node {
+            None => format!(
+                "kills {} (SIGKILL {}, SIGTERM {}, migrate SIGKILL {}; longest SIGTERM exit {:.1} s), \
+                 faults {} (API {}: Lease blips {}, watch cuts {}; PostgreSQL backend terminations {})",
+                get(&c.sigkills) + get(&c.sigterms) + get(&c.migrate_kills),
+                get(&c.sigkills),
+                get(&c.sigterms),
+                get(&c.migrate_kills),
+                get(&c.longest_term_ms) as f64 / 1000.0,
+                get(&c.api_faults) + get(&c.backend_terminations),
+                get(&c.api_faults),
+                get(&c.lease_faults),
+                get(&c.watch_drops),
+                get(&c.backend_terminations),
+            ),
+            Some(node) => format!(
+                "{}, migrate SIGKILL {}, PostgreSQL backend terminations {}",
+                node.summary(),
+                get(&c.migrate_kills),
+                get(&c.backend_terminations),
+            ),
+        };
+        let node_checks = self.node.as_ref().map_or(0, OnNode::checks);
+        println!(
+            "soak: {seconds} s seed {seed} {:?}: operations {} (spec edits {}, creates {}, drops {} \
+             (unowned tables kept {}), retains {}, migrate runs {}, application migrations {}, application lock give-ups {}), \
+             {operators}, checks {} (lock samples {}, table snapshots {}{}), ready {:.1} s after the faults stopped, \
+             violations {violations}",
+            self.mode,
+            get(&c.operations) + get(&c.app_migrations) + get(&c.app_lock_waits_lost),
+            get(&c.spec_edits),
+            get(&c.creates),
+            get(&c.drops),
+            get(&c.unowned_kept),
+            get(&c.retains),
+            get(&c.migrates),
+            get(&c.app_migrations),
+            get(&c.app_lock_waits_lost),
+            get(&c.lock_samples) + get(&c.table_checks) + node_checks,
+            get(&c.lock_samples),
+            get(&c.table_checks),
+            if self.node.is_some() {
+                format!(", operator Pod checks {node_checks}")
+            } else {
+                String::new()
+            },
+            ready_after.as_secs_f64(),
+        );
+        if violations == 0 {
+            return;
+        }
         // The run's directory goes with the test; keep the operators' whole logs.
         let kept = std::env::temp_dir().join(format!("boxtable-soak-{seed}"));
         let _ = std::fs::create_dir_all(&kept);
-        for replica in &soak.replicas {
+        for replica in &self.replicas {
             let replica = replica.lock().unwrap();
             let _ = std::fs::copy(&replica.log, kept.join(format!("{}.log", replica.name)));
             eprintln!(
@@ -1526,10 +1674,13 @@ async fn soak_keeps_every_invariant() {
                 replica.log_tail(40)
             );
         }
+        if let Some(node) = &self.node {
+            node.keep_logs(&kept);
+        }
         eprintln!("soak: the operators' logs are kept in {}", kept.display());
         panic!(
             "{violations} invariant violations:\n{}",
-            soak.violations.list.lock().unwrap().join("\n")
+            self.violations.list.lock().unwrap().join("\n")
         );
     }
 }

@@ -164,6 +164,28 @@ impl Node {
     }
 }
 
+impl Node {
+    /// Restarts the node's kubelet (SIGTERM, or SIGKILL when `kill`) with `node_restart_kubelet`
+    /// of `scripts/node.sh`, which waits until the new kubelet is healthy and the Node Ready with a
+    /// heartbeat it sent; returns how long that took, or what went wrong.
+    pub fn restart_kubelet(&self, kill: bool) -> Result<Duration, String> {
+        let started = Instant::now();
+        let out = Command::new("bash")
+            .arg("-c")
+            .arg(r#". scripts/node.sh && node_restart_kubelet "$@""#)
+            .arg("node_restart_kubelet")
+            .args(kill.then_some("--kill"))
+            .current_dir(root())
+            .output()
+            .expect("run bash");
+        if out.status.success() {
+            Ok(started.elapsed())
+        } else {
+            Err(printed(&out))
+        }
+    }
+}
+
 /// The operator's image, built by `scripts/image.sh` from this commit (with the binary this run
 /// tests, as `tests/suite/image.rs` builds it) and loaded into the node once per run; returns the
 /// name it is loaded under, `localhost/boxtable-operator:<commit>`.

@@ -29,11 +29,21 @@ pub struct Install {
 }
 
 /// A kustomize overlay of a copy of `bundle` (a release's `dist/install.yaml`) in `dir`, as a
-/// user overrides the image: the image loaded into the node, never pulled.
-pub fn overlay(dir: &Path, bundle: &Path, image: &str) {
+/// user overrides the image: the image loaded into the node, never pulled; `args` are added to
+/// the operator's arguments.
+pub fn overlay(dir: &Path, bundle: &Path, image: &str, args: &[&str]) {
     std::fs::copy(bundle, dir.join("install.yaml"))
         .unwrap_or_else(|e| panic!("copy {}: {e}", bundle.display()));
     let (name, tag) = image.rsplit_once(':').unwrap();
+    let added: String = args
+        .iter()
+        .map(|arg| {
+            format!(
+                "\n      - op: add\n        path: /spec/template/spec/containers/0/args/-\n        \
+                 value: {arg:?}"
+            )
+        })
+        .collect();
     std::fs::write(
         dir.join("kustomization.yaml"),
         format!(
@@ -42,7 +52,7 @@ pub fn overlay(dir: &Path, bundle: &Path, image: &str) {
              resources:\n  - install.yaml\n\
              images:\n  - name: ghcr.io/boxtable/boxtable-operator\n    newName: {name}\n    newTag: \"{tag}\"\n\
              patches:\n  - target: {{kind: Deployment, name: boxtable-operator}}\n    patch: |-\n      \
-             - op: replace\n        path: /spec/template/spec/containers/0/imagePullPolicy\n        value: Never\n"
+             - op: replace\n        path: /spec/template/spec/containers/0/imagePullPolicy\n        value: Never{added}\n"
         ),
     )
     .unwrap();
@@ -53,11 +63,20 @@ impl Install {
     /// `kubectl rollout status` (fails the test when the rollout does not complete in 3 minutes),
     /// then waits for two Ready Pods.
     pub fn dist() -> Install {
-        Install::bundle(&root().join("dist/install.yaml"), operator_image())
+        Install::dist_with_args(&[])
+    }
+
+    /// [`Install::dist`] with `args` added to the operator's arguments by the overlay.
+    pub fn dist_with_args(args: &[&str]) -> Install {
+        Install::installed(&root().join("dist/install.yaml"), operator_image(), args)
     }
 
     /// The same with another release's `install.yaml` and image (an older one, for an upgrade).
     pub fn bundle(bundle: &Path, image: &'static str) -> Install {
+        Install::installed(bundle, image, &[])
+    }
+
+    fn installed(bundle: &Path, image: &'static str, args: &[&str]) -> Install {
         let mut install = Install {
             plane: control_plane(),
             node: node(),
@@ -65,7 +84,7 @@ impl Install {
             rollout: Duration::ZERO,
             namespaces: Vec::new(),
         };
-        install.rollout = install.apply(bundle, image);
+        install.rollout = install.apply_with(bundle, image, args);
         install
     }
 
@@ -73,9 +92,13 @@ impl Install {
     /// and waits for the rollout and two Ready Pods running `image`; returns the time from
     /// `kubectl apply` to the end of `kubectl rollout status`.
     pub fn apply(&mut self, bundle: &Path, image: &'static str) -> Duration {
+        self.apply_with(bundle, image, &[])
+    }
+
+    fn apply_with(&mut self, bundle: &Path, image: &'static str, args: &[&str]) -> Duration {
         let plane = self.plane;
         let dir = tempfile::tempdir().unwrap();
-        overlay(dir.path(), bundle, image);
+        overlay(dir.path(), bundle, image, args);
         let started = Instant::now();
         plane
             .kubectl_admin(&["apply", "-k", dir.path().to_str().unwrap()], None)
@@ -158,17 +181,18 @@ impl Install {
     /// The pid, on the host, of the operator's process in `pod`.
     pub fn operator_pid(&self, pod: &Value) -> u32 {
         let uid = pod["metadata"]["uid"].as_str().unwrap();
-        self.node
-            .processes()
-            .into_iter()
-            .find(|pid| {
-                let cmdline =
-                    std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-                let cgroup =
-                    std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
-                cmdline.starts_with("/boxtable-operator\0") && cgroup.contains(&format!("pod{uid}"))
-            })
+        self.find_operator_pid(uid)
             .unwrap_or_else(|| panic!("no operator process in Pod {}", name(pod)))
+    }
+
+    /// The pid, on the host, of the operator's process in the Pod with UID `uid`, if it runs.
+    pub fn find_operator_pid(&self, uid: &str) -> Option<u32> {
+        self.node.processes().into_iter().find(|pid| {
+            let cmdline =
+                std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let cgroup = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
+            cmdline.starts_with("/boxtable-operator\0") && cgroup.contains(&format!("pod{uid}"))
+        })
     }
 
     /// Waits (a minute at most) until one of `pods` holds the Lease; returns its name.
