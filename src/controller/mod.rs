@@ -13,7 +13,7 @@ mod context;
 pub mod events;
 mod finalizer;
 pub mod leader;
-mod memory;
+pub mod memory;
 pub mod reconcile;
 pub mod schedule;
 mod secret_guard;

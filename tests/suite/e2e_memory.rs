@@ -133,18 +133,17 @@ impl Cycles<'_> {
     }
 }
 
-/// Waits until the operator keeps no entry for any BoxTable or Secret; returns the scrape.
-async fn no_entries(cluster: &Cluster, addr: std::net::SocketAddr) -> BTreeMap<String, u64> {
-    cluster
-        .eventually(
-            "every boxtable_cache_entries series to read 0",
-            Duration::from_secs(30),
-            || async {
-                let entries = cache_entries(&scrape(addr).await);
-                (entries.len() == 4 && entries.values().all(|n| *n == 0)).then_some(entries)
-            },
-        )
-        .await
+/// Waits (up to 30 s) until the operator keeps no entry for any BoxTable or Secret; returns the
+/// entries last scraped, zero or not.
+async fn settled(addr: std::net::SocketAddr) -> BTreeMap<String, u64> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let entries = cache_entries(&scrape(addr).await);
+        if (entries.len() == 4 && entries.values().all(|n| *n == 0)) || Instant::now() > deadline {
+            return entries;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -172,7 +171,7 @@ async fn create_delete_cycles_of_1_mib_secrets_and_large_annotations_leave_rss_w
     for _ in 0..warm_up {
         run.run().await;
     }
-    no_entries(&cluster, addr).await;
+    let warm_entries = settled(addr).await;
     let baseline = rss_kib(&operator);
     let warmed = started.elapsed();
     let mut peak = baseline;
@@ -180,20 +179,24 @@ async fn create_delete_cycles_of_1_mib_secrets_and_large_annotations_leave_rss_w
         run.run().await;
         peak = peak.max(rss_kib(&operator));
     }
-    let entries = no_entries(&cluster, addr).await;
+    let entries = settled(addr).await;
     let after = rss_kib(&operator);
     let growth = (after as f64 - baseline as f64) / baseline as f64 * 100.0;
     println!(
         "memory: {warm_up} warm-up cycles in {warmed:.0?}, then {cycles} cycles in {:.0?} \
          (1 MiB Secret, {} KiB annotation each); operator RSS {baseline} KiB after the warm-up, \
          {peak} KiB at most during the cycles, {after} KiB after them ({growth:+.1}%); \
-         cache entries after: {entries:?}",
+         cache entries after the warm-up: {warm_entries:?}, after the cycles: {entries:?}",
         started.elapsed() - warmed,
         ANNOTATION / 1024
     );
     assert!(
         after * 10 <= baseline * 11,
         "RSS grew from {baseline} KiB to {after} KiB ({growth:+.1}%) over {cycles} cycles"
+    );
+    assert!(
+        entries.len() == 4 && entries.values().all(|n| *n == 0),
+        "the operator still keeps entries for deleted objects: {entries:?}"
     );
     plane
         .kubectl_admin(&["delete", "namespace", &ns, "--wait=false"], None)
