@@ -267,7 +267,11 @@ mod tests {
         schedule.secret_changed("a");
         schedule.released("b");
         schedule.record("c", &at(1), Duration::from_secs(60));
-        assert_eq!(schedule.entries(), 3);
+        assert_eq!(
+            schedule.entries(),
+            4,
+            "a's due time and Secret change, b, c"
+        );
         schedule.gone("a");
         schedule.gone("b");
         assert!(!schedule.is_released("b"));
