@@ -272,7 +272,8 @@ cp_start_etcd() {
     --listen-client-urls "$CONTROL_PLANE_ETCD" --advertise-client-urls "$CONTROL_PLANE_ETCD" \
     --listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
     --initial-cluster "test=http://127.0.0.1:$peer" --unsafe-no-fsync --log-level warn \
-    --quota-backend-bytes 1073741824 >"$d/etcd.log" 2>&1 &
+    --quota-backend-bytes 4294967296 --auto-compaction-mode revision \
+    --auto-compaction-retention 10000 >"$d/etcd.log" 2>&1 &
   CP_ETCD_PID=$!
   local deadline=$(( $(date +%s) + 60 ))
   until curl -s --max-time 2 "$CONTROL_PLANE_ETCD/health" | grep -q '"health":"true"'; do

@@ -1,5 +1,6 @@
 //! Per-object retry timing: exponential backoff with jitter on failure, reset on success, and a
-//! periodic resync once a table is up to date.
+//! periodic resync once a table is up to date. An object's count goes on success and when the
+//! object goes (see [`super::memory`]), also when it was deleted while failing.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -46,11 +47,23 @@ impl Backoff {
         jitter(delay_for(self.base, n), rand::random::<f64>())
     }
 
-    /// Forgets the failures of `uid` after a success.
+    /// Forgets the failures of `uid` after a success, or once it is gone.
     pub fn on_success(&self, uid: &str) {
         if let Ok(mut map) = self.failures.lock() {
             map.remove(uid);
         }
+    }
+
+    /// Forgets every object for which `live(uid)` is false (see [`super::memory`]).
+    pub fn retain(&self, live: impl Fn(&str) -> bool) {
+        if let Ok(mut map) = self.failures.lock() {
+            map.retain(|uid, _| live(uid));
+        }
+    }
+
+    /// How many objects have failures recorded.
+    pub fn entries(&self) -> usize {
+        self.failures.lock().map_or(0, |map| map.len())
     }
 
     /// Consecutive failures recorded for `uid` (what the tests below check).

@@ -8,10 +8,10 @@
 //! whole object as `kubectl apply` last sent it). Both are dropped before an object enters a
 //! cache; a write never sends them (status goes out by server-side apply of a fresh value).
 
-use futures::Stream;
+use futures::{Stream, StreamExt};
 use kube::ResourceExt;
 use kube::api::Api;
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector::{self, store::Writer};
 use kube::runtime::{WatchStreamExt, watcher};
 
 use super::secrets::SecretMetadata;
@@ -27,39 +27,46 @@ pub fn prune<K: ResourceExt>(object: &mut K) {
 }
 
 /// The controller's watch of BoxTables, as `Controller::new` builds it but with every object
-/// pruned before it is stored: the store, and the stream of objects applied to it (the
-/// controller's trigger; retried with the controller's own backoff).
+/// pruned before it is stored in `writer`'s store, and each event handed to `observe` once the
+/// store has taken it in (deletions among them, which the controller itself never sees): the
+/// stream of objects applied to the store (the controller's trigger; retried with the
+/// controller's own backoff).
 pub fn boxtables(
     api: Api<BoxTable>,
-) -> (
-    Store<BoxTable>,
-    impl Stream<Item = Result<BoxTable, watcher::Error>> + Send + 'static,
-) {
-    let (store, writer) = reflector::store();
-    let events = reflector::reflector(
+    writer: Writer<BoxTable>,
+    mut observe: impl FnMut(&watcher::Event<BoxTable>) + Send + 'static,
+) -> impl Stream<Item = Result<BoxTable, watcher::Error>> + Send + 'static {
+    reflector::reflector(
         writer,
         watcher(api, watcher::Config::default().any_semantic()).modify(prune::<BoxTable>),
     )
-    .applied_objects();
-    (store, events)
+    .inspect(move |event| {
+        if let Ok(event) = event {
+            observe(event);
+        }
+    })
+    .applied_objects()
 }
 
-/// The metadata-only watch of Secrets (`config` may select by label), pruned before storing:
-/// the store, and the stream of Secrets that changed, with the default backoff.
+/// The metadata-only watch of Secrets (`config` may select by label), pruned before it is
+/// stored in `writer`'s store, each event handed to `observe` once the store has taken it in: the
+/// stream of Secrets that changed, with the default backoff.
 pub fn secret_metadata(
     api: Api<SecretMetadata>,
     config: watcher::Config,
-) -> (
-    Store<SecretMetadata>,
-    impl Stream<Item = Result<SecretMetadata, watcher::Error>> + Send + 'static,
-) {
-    let (store, writer) = reflector::store();
-    let events = watcher(api, config)
+    writer: Writer<SecretMetadata>,
+    mut observe: impl FnMut(&watcher::Event<SecretMetadata>) + Send + 'static,
+) -> impl Stream<Item = Result<SecretMetadata, watcher::Error>> + Send + 'static {
+    watcher(api, config)
         .default_backoff()
         .modify(prune::<SecretMetadata>)
         .reflect(writer)
-        .touched_objects();
-    (store, events)
+        .inspect(move |event| {
+            if let Ok(event) = event {
+                observe(event);
+            }
+        })
+        .touched_objects()
 }
 
 #[cfg(test)]

@@ -32,7 +32,7 @@ pub struct Context {
     /// Prometheus metrics.
     pub metrics: Arc<Metrics>,
     /// Per-object retry timing.
-    pub backoff: Backoff,
+    pub backoff: Arc<Backoff>,
     /// When each object is next due (ignores triggers from our own status writes).
     pub schedule: Arc<Schedule>,
     /// Drift-check interval.
@@ -41,8 +41,10 @@ pub struct Context {
     pub shutdown: CancellationToken,
     /// Which Secrets carry which BoxTable's finalizer, from the Secret watch.
     pub(crate) holds: Arc<Holds>,
-    /// Reads referenced Secrets (one GET per new resourceVersion).
+    /// Reads referenced Secrets (one LIST by name per new resourceVersion).
     pub secrets: Arc<secrets::SecretReader>,
+    /// Forgets what is kept per BoxTable and per Secret when they go.
+    pub(crate) memory: Arc<super::memory::Memory>,
     /// The PostgreSQL sessions kept between passes, shared by every pass of this process.
     pub sessions: Arc<crate::db::SessionPool>,
     /// The workers every pass takes one of, shared by all namespaces.
@@ -95,7 +97,8 @@ pub enum ReconcileError {
     },
 }
 
-/// Reads the Secret `bt` references (one GET per new resourceVersion), in a span naming it.
+/// Reads the Secret `bt` references (one LIST by name per new resourceVersion), in a span naming
+/// it.
 ///
 /// # Errors
 /// [`SecretError`] when it is missing, is not selected or cannot be read.

@@ -13,6 +13,7 @@ mod context;
 pub mod events;
 mod finalizer;
 pub mod leader;
+pub mod memory;
 pub mod reconcile;
 pub mod schedule;
 mod secret_guard;
@@ -29,7 +30,7 @@ use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
 use kube::runtime::controller::{self, Controller};
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use tokio_util::sync::CancellationToken;
@@ -198,37 +199,65 @@ pub async fn run(
             ),
         };
         // Both caches keep each object without what no pass reads (see `cache`).
-        let (store, boxtable_events) = cache::boxtables(boxtables);
-        let controller = Controller::for_stream(boxtable_events, store.clone());
+        let (store, boxtable_writer) = reflector::store();
+        let (watched_secrets, secret_writer) = reflector::store();
         metrics.count_objects(Arc::new(CachedBoxTables(store.clone())));
         let schedule = Arc::new(schedule::Schedule::default());
         let secret_schedule = schedule.clone();
         let holds = Arc::new(secret_guard::Holds::default());
         let secret_holds = holds.clone();
         let orphans = Arc::new(secret_orphans::Orphans::new(client.clone()));
+        let reader = Arc::new(secrets::SecretReader::new(
+            client.clone(),
+            watched_secrets,
+            settings.secret_label_selector.clone(),
+        ));
+        let backoff = Arc::new(backoff::Backoff::new(settings.retry_base));
+        // What is kept per BoxTable and per Secret goes when they go (see `memory`).
+        let memory = Arc::new(memory::Memory::new(
+            store.clone(),
+            schedule.clone(),
+            backoff.clone(),
+            reader.clone(),
+            holds.clone(),
+        ));
+        metrics.count_cache_entries(memory.clone());
+        let boxtable_events = {
+            let memory = memory.clone();
+            cache::boxtables(boxtables, boxtable_writer, move |event| {
+                memory.boxtable_event(event);
+            })
+        };
+        let controller = Controller::for_stream(boxtable_events, store.clone());
         // Secrets by metadata only (no data, so unrelated Secrets cost little memory and the
         // operator never receives their contents); a referenced one is read when a pass uses it.
         let mut secret_watch = watcher::Config::default().any_semantic();
         if let Some(selector) = &settings.secret_label_selector {
             secret_watch = secret_watch.labels(selector);
         }
-        let (watched_secrets, secret_events) = cache::secret_metadata(secrets, secret_watch);
-        let reader = Arc::new(secrets::SecretReader::new(
-            client.clone(),
-            watched_secrets,
-            settings.secret_label_selector.clone(),
-        ));
+        let secret_events = cache::secret_metadata(
+            secrets,
+            secret_watch,
+            secret_writer,
+            memory.clone().secret_observer(),
+        );
+        {
+            let memory = memory.clone();
+            let stop = stop.clone();
+            tokio::spawn(async move { memory.sweep_until(&stop).await });
+        }
         let ctx = Arc::new(Context {
             client: client.clone(),
             store: store.clone(),
             events: publisher.clone(),
             metrics: metrics.clone(),
-            backoff: backoff::Backoff::new(settings.retry_base),
+            backoff,
             schedule: schedule.clone(),
             resync: settings.resync,
             shutdown: stop.clone(),
             holds,
             secrets: reader,
+            memory,
             sessions: sessions.clone(),
             workers: workers.clone(),
             cluster_name: settings.cluster_name.clone(),

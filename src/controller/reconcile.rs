@@ -81,7 +81,11 @@ pub async fn reconcile(bt: Arc<BoxTable>, ctx: Arc<Context>) -> Result<Action, R
         worker = ctx.workers.acquire(&namespace) => worker,
         () = ctx.shutdown.cancelled() => return Ok(Action::await_change()),
     };
-    pass(bt, ctx, namespace, &worker).instrument(span).await
+    let result = pass(bt.clone(), ctx.clone(), namespace, &worker)
+        .instrument(span)
+        .await;
+    ctx.memory.settle(&bt);
+    result
 }
 
 /// A pass that is due: cleanup while deleting, else apply (with the finalizer kept in step).
@@ -147,6 +151,8 @@ async fn pass(
 /// Retry timing for failed passes: exponential backoff with jitter per object.
 pub fn error_policy(bt: Arc<BoxTable>, error: &ReconcileError, ctx: Arc<Context>) -> Action {
     let delay = ctx.backoff.on_failure(&bt.uid().unwrap_or_default());
+    // Not kept for an object that went while its pass ran.
+    ctx.memory.settle(&bt);
     tracing::warn!(
         boxtable = %boxtable_field(&bt),
         error = %chain(error),
@@ -301,7 +307,7 @@ async fn cut_short(
 
 /// `namespace/name` of an older BoxTable that manages `bt`'s table on the same database (as its
 /// own Secret says, whichever Secret that is), if any. Only BoxTables naming the same table are
-/// looked at, and their Secrets are read as any pass reads them (a GET only for a new
+/// looked at, and their Secrets are read as any pass reads them (a LIST by name only for a new
 /// resourceVersion).
 async fn conflicting_owner(
     bt: &BoxTable,

@@ -7,8 +7,10 @@
 //! the due time". So a deletion that cannot finish makes one pass per backoff step, not one per
 //! status write.
 //!
-//! Objects whose finalizer the operator has let go are remembered for a while, so that a trigger
-//! still queued for them (the cache has not yet seen the object go) does not run the drop again.
+//! Objects whose finalizer the operator has let go are remembered until the cache sees them go
+//! (at most for a while), so that a trigger still queued for them does not run the drop again.
+//! Every entry of an object is forgotten once the cache no longer has it (see
+//! [`super::memory`]): a Retain object deleted, a Drop object released, one deleted while failing.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
@@ -104,7 +106,7 @@ impl Schedule {
         }
     }
 
-    /// Forgets `uid` (after deletion).
+    /// Forgets when `uid` is due and whether its Secret changed (its finalizer was let go).
     pub fn forget(&self, uid: &str) {
         if let Ok(mut due) = self.due.lock() {
             due.remove(uid);
@@ -112,6 +114,36 @@ impl Schedule {
         if let Ok(mut changed) = self.secret_changed.lock() {
             changed.remove(uid);
         }
+    }
+
+    /// Forgets everything about `uid`, released or not: the object is gone from the cache, so no
+    /// trigger can start a pass for it any more.
+    pub fn gone(&self, uid: &str) {
+        self.forget(uid);
+        if let Ok(mut released) = self.released.lock() {
+            released.remove(uid);
+        }
+    }
+
+    /// Forgets every object for which `live(uid)` is false.
+    pub fn retain(&self, live: impl Fn(&str) -> bool) {
+        if let Ok(mut due) = self.due.lock() {
+            due.retain(|uid, _| live(uid));
+        }
+        if let Ok(mut changed) = self.secret_changed.lock() {
+            changed.retain(|uid| live(uid));
+        }
+        if let Ok(mut released) = self.released.lock() {
+            released.retain(|uid, _| live(uid));
+        }
+    }
+
+    /// How many entries are kept (due times, Secret changes, released objects).
+    pub fn entries(&self) -> usize {
+        let due = self.due.lock().map_or(0, |d| d.len());
+        let changed = self.secret_changed.lock().map_or(0, |c| c.len());
+        let released = self.released.lock().map_or(0, |r| r.len());
+        due + changed + released
     }
 
     /// Whether `trigger` carries a reconcile request the last recorded pass of `uid` did not see
@@ -226,6 +258,26 @@ mod tests {
             !schedule.newly_requested("b", &requested("t1")),
             "a first pass"
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_gone_object_leaves_no_entry_released_or_not() {
+        let schedule = Schedule::default();
+        schedule.record("a", &at(1), Duration::from_secs(60));
+        schedule.secret_changed("a");
+        schedule.released("b");
+        schedule.record("c", &at(1), Duration::from_secs(60));
+        assert_eq!(
+            schedule.entries(),
+            4,
+            "a's due time and Secret change, b, c"
+        );
+        schedule.gone("a");
+        schedule.gone("b");
+        assert!(!schedule.is_released("b"));
+        assert_eq!(schedule.entries(), 1);
+        schedule.retain(|uid| uid != "c");
+        assert_eq!(schedule.entries(), 0);
     }
 
     #[tokio::test(start_paused = true)]

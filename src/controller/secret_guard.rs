@@ -102,6 +102,25 @@ impl Holds {
         }
     }
 
+    /// Forgets Secret `namespace/name` (deleted).
+    pub(super) fn forget(&self, namespace: &str, name: &str) {
+        if let Ok(mut holds) = self.0.lock() {
+            holds.remove(&(namespace.to_owned(), name.to_owned()));
+        }
+    }
+
+    /// Forgets every Secret for which `live(namespace, name)` is false.
+    pub(super) fn retain(&self, live: impl Fn(&str, &str) -> bool) {
+        if let Ok(mut holds) = self.0.lock() {
+            holds.retain(|(namespace, name), _| live(namespace, name));
+        }
+    }
+
+    /// How many Secrets are known to carry a finalizer.
+    pub(super) fn entries(&self) -> usize {
+        self.0.lock().map_or(0, |holds| holds.len())
+    }
+
     /// The names of the Secrets in `namespace` that carry the finalizer of the BoxTable `uid`.
     fn held_by(&self, namespace: &str, uid: &str) -> Vec<String> {
         self.0.lock().map_or_else(
@@ -209,7 +228,9 @@ async fn release_each(
     first_error.map_or(Ok(()), Err)
 }
 
-/// Adds finalizer `ours` to Secret `name` (`hold`) or takes it off.
+/// Adds finalizer `ours` to Secret `name` (`hold`) or takes it off: the Secret's metadata read
+/// with a LIST by name (the operator has no GET on Secrets), then a merge patch of its
+/// finalizers, guarded by the resourceVersion read.
 ///
 /// # Errors
 /// [`GuardError`] when the Secret cannot be read or patched.
@@ -225,8 +246,7 @@ pub(super) async fn sync_secret(
     hold: bool,
 ) -> Result<(), GuardError> {
     let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
-    let Some(secret) = api
-        .get_metadata_opt(name)
+    let Some(secret) = super::secrets::metadata(&api, name)
         .await
         .map_err(|source| GuardError::Read {
             namespace: namespace.to_owned(),

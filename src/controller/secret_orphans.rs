@@ -100,7 +100,7 @@ impl Orphans {
     }
 
     /// Takes every `drop.brighter.dev/<uid>` finalizer off the Secret whose uid no BoxTable in
-    /// its namespace has, as the API server says now.
+    /// its namespace has, as the API server says now (the Secret's metadata listed by name).
     ///
     /// # Errors
     /// [`OrphanError`] when the Secret or the BoxTables cannot be read, or a patch fails.
@@ -109,15 +109,13 @@ impl Orphans {
     /// A Secret without such finalizers is only read; one already let go is left alone.
     async fn release_orphans(&self, namespace: &str, name: &str) -> Result<(), OrphanError> {
         let secrets: Api<Secret> = Api::namespaced(self.client.clone(), namespace);
-        let Some(secret) =
-            secrets
-                .get_metadata_opt(name)
-                .await
-                .map_err(|source| OrphanError::ReadSecret {
-                    namespace: namespace.to_owned(),
-                    name: name.to_owned(),
-                    source,
-                })?
+        let Some(secret) = super::secrets::metadata(&secrets, name)
+            .await
+            .map_err(|source| OrphanError::ReadSecret {
+                namespace: namespace.to_owned(),
+                name: name.to_owned(),
+                source,
+            })?
         else {
             return Ok(());
         };

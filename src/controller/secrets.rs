@@ -1,15 +1,20 @@
 //! Reading a BoxTable's connection (its connection string or separate keys, and the PEM files
 //! they name) from its Secret, with as little access to Secrets as that needs.
 //!
-//! The operator never lists or watches Secrets with their contents. A metadata-only watch
-//! (`PartialObjectMeta`: names, labels, finalizers, resourceVersions, no data) tells it when a
-//! Secret changes; a Secret's contents are read with one GET when a pass uses it, and only what
-//! the connection uses is kept (the parsed [`Connection`], keyed by the Secret's resourceVersion
-//! and the BoxTable's `spec.database`): a pass on an unchanged Secret reads nothing, a rotated one
-//! (a new resourceVersion in the watch) is read again. The rest of the Secret is zeroed and
-//! dropped once read. With `--secret-label-selector` the watch sees only the Secrets with those
-//! labels, and a referenced Secret without them is refused with a clear status
-//! ([`SecretError::NotSelected`]) rather than read behind the watch's back.
+//! The operator never GETs a Secret and never lists or watches Secrets it has not selected with
+//! their contents. A metadata-only watch (`PartialObjectMeta`: names, labels, finalizers,
+//! resourceVersions, no data) tells it when a Secret changes; a Secret's contents are read when a
+//! pass uses it, with a LIST selecting it by name (`fieldSelector=metadata.name=<name>`) and, with
+//! `--secret-label-selector`, by those labels too, so that the API server never sends the data of
+//! a Secret the selector leaves out. Only what the connection uses is kept (the parsed
+//! [`Connection`], keyed by the Secret's resourceVersion and the BoxTable's `spec.database`): a
+//! pass on an unchanged Secret reads nothing, a rotated one (a new resourceVersion in the watch)
+//! is read again. The rest of the Secret is zeroed and dropped once read. A referenced Secret
+//! without the selector's labels is refused with a clear status ([`SecretError::NotSelected`]),
+//! found out from its metadata alone.
+//!
+//! What is kept for a Secret is forgotten when the Secret is deleted and when no BoxTable refers
+//! to it any more (see [`super::memory`]).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -17,7 +22,8 @@ use std::sync::{Arc, Mutex};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ListParams};
 use kube::core::PartialObjectMeta;
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::reflector::Store;
 use zeroize::Zeroize;
 
 use crate::crd::DatabaseSpec;
@@ -77,8 +83,9 @@ pub enum SecretError {
     },
 }
 
-/// Reads the referenced Secrets of one watch scope: a GET when a pass needs a Secret whose
-/// contents are not known at the resourceVersion the metadata watch shows, nothing otherwise.
+/// Reads the referenced Secrets of one watch scope: a LIST by name (and label selector) when a
+/// pass needs a Secret whose contents are not known at the resourceVersion the metadata watch
+/// shows, nothing otherwise.
 pub struct SecretReader {
     client: kube::Client,
     watched: Store<SecretMetadata>,
@@ -113,7 +120,8 @@ impl SecretReader {
     }
 
     /// Reads the connection `database` describes from Secret `namespace/name`: from what was read
-    /// before when the metadata watch shows the same resourceVersion, else with one GET.
+    /// before when the metadata watch shows the same resourceVersion, else with one LIST selecting
+    /// it by name and by the label selector.
     ///
     /// # Errors
     /// [`SecretError`] naming the Secret; the value itself never appears. A Secret that exists
@@ -140,31 +148,29 @@ impl SecretReader {
             source,
         };
         let api: Api<Secret> = Api::namespaced(self.client.clone(), namespace);
-        let Some(mut secret) = api.get_opt(name).await.map_err(read_error)? else {
-            self.forget(&cache_key);
-            return Err(SecretError::Missing {
-                namespace: namespace.to_owned(),
-                name: name.to_owned(),
-                holding: holding(database),
-            });
-        };
-        if let (Some(selector), None) = (self.label_selector.as_deref(), &seen) {
-            // Not in the watch: either the watch has not caught up, or the Secret lacks the
-            // labels. The API server decides, with the same selector (metadata only).
-            let params = ListParams::default()
-                .labels(selector)
-                .fields(&format!("metadata.name={name}"));
-            let selected = api.list_metadata(&params).await.map_err(read_error)?;
-            if selected.items.is_empty() {
-                zero(&mut secret);
-                self.forget(&cache_key);
+        let mut params = ListParams::default().fields(&format!("metadata.name={name}"));
+        if let Some(selector) = &self.label_selector {
+            params = params.labels(selector);
+        }
+        let listed = api.list(&params).await.map_err(read_error)?;
+        let Some(mut secret) = listed.items.into_iter().next() else {
+            self.forget(namespace, name);
+            // Not among the selected ones: the metadata (never the data) says whether it exists.
+            if let Some(selector) = self.label_selector.as_deref()
+                && metadata(&api, name).await.map_err(read_error)?.is_some()
+            {
                 return Err(SecretError::NotSelected {
                     namespace: namespace.to_owned(),
                     name: name.to_owned(),
                     selector: selector.to_owned(),
                 });
             }
-        }
+            return Err(SecretError::Missing {
+                namespace: namespace.to_owned(),
+                name: name.to_owned(),
+                holding: holding(database),
+            });
+        };
         let read = Arc::new(DatabaseSecret {
             connection: crate::source::connection(&secret, database),
             finalizers: secret.metadata.finalizers.clone().unwrap_or_default(),
@@ -219,11 +225,37 @@ impl SecretReader {
         known.read.push((database.clone(), Arc::clone(secret)));
     }
 
-    fn forget(&self, key: &(String, String)) {
+    /// Forgets what was read from Secret `namespace/name` (deleted, or referenced no more).
+    pub(super) fn forget(&self, namespace: &str, name: &str) {
         if let Ok(mut read) = self.read.lock() {
-            read.remove(key);
+            read.remove(&(namespace.to_owned(), name.to_owned()));
         }
     }
+
+    /// Forgets what was read from every Secret for which `referenced(namespace, name)` is false.
+    pub(super) fn retain(&self, mut referenced: impl FnMut(&str, &str) -> bool) {
+        if let Ok(mut read) = self.read.lock() {
+            read.retain(|(namespace, name), _| referenced(namespace, name));
+        }
+    }
+
+    /// How many Secrets something is kept for.
+    pub(super) fn entries(&self) -> usize {
+        self.read.lock().map_or(0, |read| read.len())
+    }
+}
+
+/// Secret `name`'s metadata as the API server has it now (a LIST by name, metadata only: the
+/// operator has no GET on Secrets), or `None` when there is no such Secret.
+///
+/// # Errors
+/// The API error of the list.
+pub(super) async fn metadata(
+    api: &Api<Secret>,
+    name: &str,
+) -> Result<Option<SecretMetadata>, kube::Error> {
+    let params = ListParams::default().fields(&format!("metadata.name={name}"));
+    Ok(api.list_metadata(&params).await?.items.into_iter().next())
 }
 
 /// The keys a Secret for `database` should have, for the message when it is missing.

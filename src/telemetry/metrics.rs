@@ -10,6 +10,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+use super::caches::{CacheEntries, CacheGauges, CacheSource};
 use super::objects::{ObjectGauges, ObjectSource};
 use crate::db::pool::{Closed, Opened, PoolEvents};
 use crate::lock::Blocked;
@@ -153,6 +154,7 @@ pub struct Metrics {
     sessions_open: Gauge,
     sessions_idle: Gauge,
     objects: std::sync::RwLock<ObjectGauges>,
+    caches: CacheGauges,
 }
 
 impl Default for Metrics {
@@ -345,6 +347,7 @@ impl Metrics {
             sessions_idle.clone(),
         );
         let objects = ObjectGauges::register(&mut registry);
+        let caches = CacheGauges::register(&mut registry);
         Self {
             registry,
             reconciles,
@@ -365,6 +368,7 @@ impl Metrics {
             sessions_open,
             sessions_idle,
             objects: std::sync::RwLock::new(objects),
+            caches,
         }
     }
 
@@ -373,6 +377,16 @@ impl Metrics {
         if let Ok(mut objects) = self.objects.write() {
             objects.add_source(source);
         }
+    }
+
+    /// Counts the entries `source` holds in `boxtable_cache_entries` at every scrape from now on.
+    pub fn count_cache_entries(&self, source: std::sync::Arc<dyn CacheSource>) {
+        self.caches.add_source(source);
+    }
+
+    /// The entries every source of `boxtable_cache_entries` holds now, together.
+    pub fn cache_entries(&self) -> CacheEntries {
+        self.caches.total()
     }
 
     /// Sets `boxtable_leader`: whether this replica reconciles now.
@@ -463,6 +477,7 @@ impl Metrics {
         if let Ok(objects) = self.objects.read() {
             objects.refresh();
         }
+        self.caches.refresh();
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &self.registry)?;
         Ok(out)

@@ -1,6 +1,7 @@
 //! Logging, Prometheus metrics and the health endpoints (`/metrics`, `/healthz`, `/readyz`).
 
 mod access;
+mod caches;
 mod connections;
 mod metrics;
 mod objects;
@@ -9,6 +10,7 @@ mod server;
 mod tls;
 
 pub use access::{MetricsAccess, Verdict};
+pub use caches::{CacheEntries, CacheSource};
 pub use connections::{LIMITS, Limits};
 pub use metrics::{DropResult, LockOutcome, Metrics, REVISION, ReconcileResult, VERSION};
 pub use objects::ObjectSource;

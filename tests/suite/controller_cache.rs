@@ -10,7 +10,7 @@ use boxtable_operator::crd::BoxTable;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
@@ -105,7 +105,8 @@ async fn the_caches_hold_no_managed_fields_and_no_last_applied_copy_but_keep_the
     assert!(!stored_secret.managed_fields().is_empty());
     assert!(stored_secret.annotations().contains_key(LAST_APPLIED));
 
-    let (store, events) = cache::boxtables(Api::namespaced(client.clone(), &ns));
+    let (store, writer) = reflector::store();
+    let events = cache::boxtables(Api::namespaced(client.clone(), &ns), writer, |_| {});
     let key = ObjectRef::<BoxTable>::new("orders").within(&ns);
     let driving = synced(&store, events).await;
     let cached = store.get(&key).expect("the BoxTable is in the cache");
@@ -124,9 +125,12 @@ async fn the_caches_hold_no_managed_fields_and_no_last_applied_copy_but_keep_the
     assert_eq!(cached.uid(), stored.uid());
     assert_eq!(cached.resource_version(), stored.resource_version());
 
-    let (secret_store, secret_events) = cache::secret_metadata(
+    let (secret_store, secret_writer) = reflector::store();
+    let secret_events = cache::secret_metadata(
         Api::<SecretMetadata>::namespaced(client, &ns),
         watcher::Config::default(),
+        secret_writer,
+        |_| {},
     );
     let secret_key = ObjectRef::<SecretMetadata>::new("shop-db").within(&ns);
     let driving = synced(&secret_store, secret_events).await;

@@ -1,8 +1,9 @@
 //! How the controller reads Secrets, on the real kube-apiserver: a metadata-only watch (never a
-//! list or watch of Secrets with their contents), one GET of a referenced Secret per
-//! resourceVersion (a resync of an unchanged Secret reads nothing, a rotated one is read again at
-//! once), `--secret-label-selector` (a referenced Secret without the labels is Stalled, saying
-//! so), and conflicts between BoxTables found across Secrets that name the same database.
+//! list or watch of Secrets with their contents), one LIST by name of a referenced Secret per
+//! resourceVersion and never a GET (a resync of an unchanged Secret reads nothing, a rotated one
+//! is read again at once), `--secret-label-selector` sent to the API server with every read (a
+//! referenced Secret without the labels is Stalled, saying so, and its data never sent), and
+//! conflicts between BoxTables found across Secrets that name the same database.
 
 use std::time::Duration;
 
@@ -180,10 +181,18 @@ async fn secrets_are_watched_by_metadata_only_and_read_once_per_resource_version
         on_secrets.iter().any(|r| r.is_watch()),
         "the controller watches Secrets: {on_secrets:?}"
     );
-    let full: Vec<_> = on_secrets.iter().filter(|r| !r.metadata_only()).collect();
+    // With their data, only the referenced Secret, selected by name, and never watched.
+    let full: Vec<_> = on_secrets
+        .iter()
+        .filter(|r| {
+            !r.metadata_only()
+                && (r.is_watch() || !decoded(&r.query).contains(&format!("metadata.name={SECRET}")))
+        })
+        .collect();
     assert!(
         full.is_empty(),
-        "every list and watch of Secrets must ask for metadata only: {full:?}"
+        "every watch, and every list but the referenced Secret's by name, must ask for metadata \
+         only: {full:?}"
     );
 }
 
@@ -437,4 +446,114 @@ async fn a_boxtable_reaches_a_server_that_admits_it_by_client_certificate_and_ch
     )
     .await;
     stalled_saying(&h, "AuthenticationFailed", "certificate").await;
+}
+
+/// The finalizers of Secret `name` (as the admin reads it), empty once it is gone.
+async fn secret_finalizers(h: &Harness, name: &str) -> Vec<String> {
+    secrets(h)
+        .get_opt(name)
+        .await
+        .unwrap()
+        .and_then(|s| s.metadata.finalizers)
+        .unwrap_or_default()
+}
+
+/// `query` with its `%XX` escapes decoded.
+fn decoded(query: &str) -> String {
+    let bytes = query.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%'
+            && let Some(hex) = query.get(i + 1..i + 3)
+            && let Ok(byte) = u8::from_str_radix(hex, 16)
+        {
+            out.push(byte);
+            i += 3;
+            continue;
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8(out).unwrap()
+}
+
+#[tokio::test]
+async fn no_secret_is_fetched_with_get_and_an_unselected_secrets_data_never_reaches_the_operator() {
+    let selector = format!("{LABEL}=true");
+    let h = Harness::builder()
+        .without_secret()
+        .faults()
+        .resync(NO_RESYNC)
+        .secret_label_selector(&selector)
+        .start()
+        .await;
+    // Both Secrets hold a working connection string: had the unselected one been read, its
+    // BoxTable would have its table.
+    create_secret(&h, SECRET, &h.db.url, json!({LABEL: "true"})).await;
+    create_secret(&h, "unselected", &h.db.url, json!({"app": "other"})).await;
+    h.apply(boxtable("orders").drop_policy()).await;
+    h.apply(boxtable("other").table("other_outbox").secret("unselected"))
+        .await;
+    let orders = h.wait_ready("orders").await;
+    h.wait_stalled("other", "SecretNotSelected").await;
+    assert!(!h.table_exists("public.other_outbox").await);
+
+    // The Drop BoxTable's finalizer goes onto its Secret, and off again once it is deleted.
+    let guard = format!(
+        "{}{}",
+        boxtable_operator::crd::SECRET_FINALIZER_PREFIX,
+        kube::ResourceExt::uid(&orders).unwrap()
+    );
+    wait_until(
+        "the Secret to carry the Drop BoxTable's finalizer",
+        || async { secret_finalizers(&h, SECRET).await.contains(&guard) },
+    )
+    .await;
+    h.delete("orders").await;
+    h.wait_gone("orders").await;
+    assert!(!secret_finalizers(&h, SECRET).await.contains(&guard));
+    // One of a BoxTable that never existed here (left behind while no operator ran) is taken
+    // off too.
+    let orphan = format!(
+        "{}00000000-0000-4000-8000-000000000029",
+        boxtable_operator::crd::SECRET_FINALIZER_PREFIX
+    );
+    secrets(&h)
+        .patch(
+            SECRET,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": [orphan]}})),
+        )
+        .await
+        .unwrap();
+    wait_until("the orphaned finalizer to be taken off", || async {
+        !secret_finalizers(&h, SECRET).await.contains(&orphan)
+    })
+    .await;
+
+    let gets = h.secret_requests("get");
+    assert!(gets.is_empty(), "the operator GETs no Secret: {gets:?}");
+    let on_secrets: Vec<_> = h
+        .api
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.ends_with("/secrets"))
+        .collect();
+    let with_data: Vec<_> = on_secrets.iter().filter(|r| !r.metadata_only()).collect();
+    assert!(
+        with_data
+            .iter()
+            .any(|r| decoded(&r.query).contains(&format!("metadata.name={SECRET}"))),
+        "the selected Secret was read by a list by name: {on_secrets:?}"
+    );
+    let unselected: Vec<_> = with_data
+        .iter()
+        .filter(|r| !decoded(&r.query).contains(&format!("labelSelector={selector}")))
+        .collect();
+    assert!(
+        unselected.is_empty(),
+        "every request for Secrets' data carries the label selector, so the API server sends \
+         none of an unselected Secret: {unselected:?}"
+    );
 }

@@ -59,15 +59,16 @@ const CLUSTER_GRANTS: &[Grant] = &[
         names: &[],
         verbs: &["patch"],
     },
-    // get: read connectionString and ca.crt from the referenced Secret
-    // list, watch: Controller::watches(Api::<Secret>) so a rotated password triggers a reconcile
+    // list: read the referenced Secret with fieldSelector metadata.name=<name> (and the label
+    // selector), so that an unselected Secret's data is never sent; no get on Secrets at all
+    // list, watch: the metadata-only watch of Secrets, so a rotated password triggers a reconcile
     // patch: add and remove drop.brighter.dev/<uid> on the Secret a Drop BoxTable needs
     // (a metadata-only merge patch of metadata.finalizers), so deleting the namespace waits
     Grant {
         group: "",
         resource: "secrets",
         names: &[],
-        verbs: &["get", "list", "watch", "patch"],
+        verbs: &["list", "watch", "patch"],
     },
     // create: an events.k8s.io/v1 Event on each transition (never updated afterwards)
     Grant {

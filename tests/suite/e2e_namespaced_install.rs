@@ -221,10 +221,18 @@ async fn the_operator_runs_with_only_the_namespaced_roles_and_cannot_read_other_
     assert!(refused.is_empty(), "refused requests: {refused:?}");
     assert!(
         plane.audit_events().iter().any(|e| token.made(e)
-            && e["verb"] == "get"
-            && e["objectRef"]["resource"] == "secrets"),
-        "the operator read its Secrets with this token"
+            && e["verb"] == "list"
+            && e["objectRef"]["resource"] == "secrets"
+            && e["objectRef"]["name"] == "db"),
+        "the operator read its Secrets (a list by name) with this token"
     );
+    let gets: Vec<String> = plane
+        .audit_events()
+        .iter()
+        .filter(|e| token.made(e) && e["verb"] == "get" && e["objectRef"]["resource"] == "secrets")
+        .map(support::control_plane::describe)
+        .collect();
+    assert!(gets.is_empty(), "the operator GETs no Secret: {gets:?}");
 
     // The same identity cannot read a Secret outside the watched namespaces, nor list Secrets
     // cluster-wide.

@@ -1327,7 +1327,7 @@ fn an_install_watching_two_namespaces_can_act_there_and_nowhere_else() {
                 ("watch", "boxtables.brighter.dev"),
                 ("patch", "boxtables.brighter.dev"),
                 ("patch", "boxtables.brighter.dev/status"),
-                ("get", "secrets"),
+                ("list", "secrets"),
                 ("watch", "secrets"),
                 ("patch", "secrets"),
                 ("create", "events.events.k8s.io"),
@@ -1358,6 +1358,13 @@ fn an_install_watching_two_namespaces_can_act_there_and_nowhere_else() {
             &account,
             &["get", "secrets", "-n", &namespace]
         ));
+        // Secrets are read with a list by name, never a get (see deploy/README.md).
+        for ns in [&shop, &billing] {
+            assert!(
+                !can_i(plane, &account, &["get", "secrets", "-n", ns]),
+                "helm {major}: get secrets in {ns}"
+            );
+        }
         uninstall(plane, major, &release, &namespace, &manifest);
     }
 }

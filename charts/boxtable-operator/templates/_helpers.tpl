@@ -101,11 +101,12 @@ the call that needs it). */}}
 - apiGroups: ["brighter.dev"]
   resources: ["boxtables/status"]
   verbs: ["patch"]
-# Read connection strings and watch them for rotation; keep a drop.brighter.dev/<uid>
-# finalizer on a Secret while a Drop BoxTable needs it (metadata-only patch).
+# Watch Secrets' metadata for rotation (list, watch); read a referenced Secret with a list by
+# name (never a get); keep a drop.brighter.dev/<uid> finalizer on it while a Drop BoxTable needs
+# it (metadata-only patch).
 - apiGroups: [""]
   resources: ["secrets"]
-  verbs: ["get", "list", "watch", "patch"]
+  verbs: ["list", "watch", "patch"]
 # Publish an events.k8s.io/v1 event on each transition (one create each; never updated).
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]

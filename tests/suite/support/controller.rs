@@ -595,20 +595,39 @@ impl Harness {
             .count() as u64
     }
 
-    /// GETs of Secret `name` (with its contents or metadata only) the controller made, counted in
-    /// the API server's audit log.
+    /// Reads of Secret `name` the controller made (LISTs selecting it by name, with its contents
+    /// or metadata only; the operator has no GET on Secrets), counted in the API server's audit
+    /// log, which names the Secret a list selects by `metadata.name`.
     pub fn secret_reads(&self, name: &str) -> usize {
         self.plane
             .audit_events()
             .iter()
             .filter(|e| {
                 self.token.made(e)
-                    && e["verb"] == "get"
+                    && (e["verb"] == "get" || e["verb"] == "list")
                     && e["objectRef"]["resource"] == "secrets"
                     && e["objectRef"]["namespace"] == self.namespace.as_str()
                     && e["objectRef"]["name"] == name
             })
             .count()
+    }
+
+    /// Requests on Secrets the controller made with verb `verb`, as `verb resource (URI)`,
+    /// from the API server's audit log.
+    pub fn secret_requests(&self, verb: &str) -> Vec<String> {
+        self.plane
+            .audit_events()
+            .iter()
+            .filter(|e| {
+                self.token.made(e) && e["verb"] == verb && e["objectRef"]["resource"] == "secrets"
+            })
+            .map(crate::support::control_plane::describe)
+            .collect()
+    }
+
+    /// What the controller keeps per BoxTable and per Secret now (`boxtable_cache_entries`).
+    pub fn cache_entries(&self) -> boxtable_operator::telemetry::CacheEntries {
+        self.metrics.cache_entries()
     }
 
     /// Status writes (`patch` of `boxtables/status`) the controller made to `name`, counted in
