@@ -385,7 +385,8 @@ cp_stop() {
 # Runs cp_stop before whatever EXIT trap the shell already has (pg.sh's, for example).
 cp_trap_exit() {
   local existing
-  existing=$(trap -p EXIT | sed -E "s/^trap -- '(.*)' EXIT$/\1/; s/[; ]+$//")
+  # The EXIT trap already set, unquoted (trap -p prints it quoted for eval).
+  existing=$(eval "set -- $(trap -p EXIT)"; printf '%s' "${3:-}")
   # shellcheck disable=SC2064
   trap "cp_stop${existing:+; $existing}" EXIT
   trap 'exit 129' HUP

@@ -635,7 +635,8 @@ node_stop() {
 # makes the run fail when the node left something behind.
 node_trap_exit() {
   local existing
-  existing=$(trap -p EXIT | sed -E "s/^trap -- '(.*)' EXIT$/\1/; s/[; ]+$//")
+  # The EXIT trap already set, unquoted (trap -p prints it quoted for eval).
+  existing=$(eval "set -- $(trap -p EXIT)"; printf '%s' "${3:-}")
   # shellcheck disable=SC2064
   trap "node_stop || NODE_STOP_FAILED=1${existing:+; $existing}; [ -z \"\${NODE_STOP_FAILED:-}\" ] || exit 1" EXIT
   trap 'exit 129' HUP

@@ -89,7 +89,10 @@ pg_start() {
       -o "-c listen_addresses=127.0.0.1 -c port=$PG_PORT -c unix_socket_directories=$PG_ROOT \
           -c max_connections=400 -c fsync=off -c synchronous_commit=off -c full_page_writes=off \
           -c shared_buffers=128MB" >/dev/null 2>&1; then
-      trap pg_stop EXIT
+      local existing
+      existing=$(eval "set -- $(trap -p EXIT)"; printf '%s' "${3:-}")
+      # shellcheck disable=SC2064
+      trap "pg_stop${existing:+; $existing}" EXIT
       export PG_BIN PG_ROOT PG_DATA PG_PORT PG_OWNER PG_PASSWORD
       export DATABASE_URL="postgres://postgres:${PG_PASSWORD}@127.0.0.1:${PG_PORT}/postgres"
       echo "pg.sh: PostgreSQL $("$PG_BIN/postgres" --version | awk '{print $3}') on 127.0.0.1:$PG_PORT" >&2

@@ -82,9 +82,10 @@ if [ -n "$node" ]; then
     fi
     rm -rf "$bin_dir"
   }
-  existing=$(trap -p EXIT | sed -E "s/^trap -- '(.*)' EXIT$/\1/")
+  # The EXIT trap already set, unquoted (trap -p prints it quoted for eval).
+  existing=$(eval "set -- $(trap -p EXIT)"; printf '%s' "${3:-}")
   # shellcheck disable=SC2064
-  trap "end_group; $existing" EXIT
+  trap "end_group${existing:+; $existing}" EXIT
   setsid "$bin_dir/suite" --nocapture --test-threads 1 soak_node:: &
   group=$!
   status=0

@@ -32,9 +32,9 @@ if [ $# -eq 0 ]; then
   node_output=$(mktemp "${TMPDIR:-/tmp}/boxtable-test-node.XXXXXX")
   setsid scripts/test-node.sh >"$node_output" 2>&1 &
   node_phase=$!
-  existing=$(trap -p EXIT | sed -E "s/^trap -- '(.*)' EXIT$/\1/")
+  existing=$(eval "set -- $(trap -p EXIT)"; printf '%s' "${3:-}")
   # shellcheck disable=SC2064
-  trap "kill -TERM -- -$node_phase 2>/dev/null && wait $node_phase; rm -f '$node_output'; $existing" EXIT
+  trap "kill -TERM -- -$node_phase 2>/dev/null && wait $node_phase; rm -f '$node_output'${existing:+; $existing}" EXIT
 fi
 if [ -z "${CONTROL_PLANE_KUBECONFIG:-}" ]; then
   cp_start
