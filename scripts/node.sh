@@ -671,6 +671,7 @@ node_watchdog() {
 node_restart_kubelet() {
   local signal=USR1 starts since started ready
   [ "${1:-}" != --kill ] || signal=USR2
+  command -v curl >/dev/null || { node_fail "curl is missing (it asks the kubelet's health endpoint): apt-get install curl"; return 1; }
   starts=$(cat "$NODE_DIR/kubelet.starts")
   since=$(date -u +%s)
   started=$(date +%s%N)
