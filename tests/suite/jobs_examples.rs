@@ -349,7 +349,7 @@ async fn brighter_application_start(client: &Client, hold: Duration) -> bool {
 enum JobMoment {
     /// Right after the Jobs' processes started.
     Started,
-    /// Once a Job's session is connected.
+    /// Once a Job's session is connected (or a Job has already created the table).
     Connected,
     /// Once a Job holds an advisory lock (or has already created the table).
     Locked,
@@ -358,9 +358,12 @@ enum JobMoment {
 async fn wait_for_a_job(client: &Client, moment: JobMoment) {
     let sql = match moment {
         JobMoment::Started => return,
+        // A Job may connect, migrate and exit between two polls on a loaded machine: having
+        // created the table counts as having got that far.
         JobMoment::Connected => {
             "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE datname = current_database() \
-               AND application_name = 'boxtable-operator-migrate')"
+               AND application_name = 'boxtable-operator-migrate') \
+                OR to_regclass('public.outbox') IS NOT NULL"
         }
         JobMoment::Locked => {
             "SELECT EXISTS (SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid \
