@@ -137,8 +137,9 @@ say "events"
 kubectl -n shop get events.events.k8s.io -o custom-columns=OBJECT:.regarding.name,TYPE:.type,REASON:.reason,NOTE:.note
 
 if [ "$mode" = node ]; then
-  say "kubectl -n boxtable-system logs deployment/boxtable-operator --tail=3"
-  kubectl -n boxtable-system logs deployment/boxtable-operator --tail=3
+  leader=$(kubectl -n boxtable-system get lease boxtable-operator -o jsonpath='{.spec.holderIdentity}')
+  say "kubectl -n boxtable-system logs $leader --tail=3 (the replica holding the Lease)"
+  kubectl -n boxtable-system logs "$leader" --tail=3
 fi
 
 say "done; cleaning up"
