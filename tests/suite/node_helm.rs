@@ -42,16 +42,7 @@ impl Drop for Release {
                 "2m",
             ],
         );
-        let _ = self.plane.kubectl_admin(
-            &[
-                "delete",
-                "namespace",
-                &self.namespace,
-                "--ignore-not-found",
-                "--timeout=120s",
-            ],
-            None,
-        );
+        self.plane.delete_namespace(&self.namespace);
     }
 }
 
@@ -68,17 +59,7 @@ fn install_with_the_migration_hook(major: &'static str) {
         namespace: namespace.clone(),
         home: tempfile::tempdir().unwrap(),
     };
-    plane
-        .kubectl_admin(
-            &[
-                "label",
-                "namespace",
-                &namespace,
-                "pod-security.kubernetes.io/enforce=restricted",
-            ],
-            None,
-        )
-        .unwrap_or_else(|m| panic!("{m}"));
+    plane.enforce_restricted(&namespace);
     // What the hook needs before the install: the manifests and the connection string.
     let configmap =
         std::fs::read_to_string(root().join("examples/jobs/00-boxtables-configmap.yaml"))

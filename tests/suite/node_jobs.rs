@@ -50,18 +50,7 @@ impl Shop {
             db,
             runtime,
         };
-        plane
-            .kubectl_admin(
-                &[
-                    "label",
-                    "--overwrite",
-                    "namespace",
-                    namespace,
-                    "pod-security.kubernetes.io/enforce=restricted",
-                ],
-                None,
-            )
-            .unwrap_or_else(|m| panic!("{m}"));
+        plane.enforce_restricted(namespace);
         shop.assert_restricted_is_enforced();
         shop.apply(&format!(
             "{}\n---\n{}",
@@ -201,16 +190,7 @@ impl Shop {
 
 impl Drop for Shop {
     fn drop(&mut self) {
-        let _ = self.plane.kubectl_admin(
-            &[
-                "delete",
-                "namespace",
-                &self.namespace,
-                "--ignore-not-found",
-                "--timeout=120s",
-            ],
-            None,
-        );
+        self.plane.delete_namespace(&self.namespace);
     }
 }
 

@@ -259,16 +259,7 @@ impl Fleet {
 
 impl Drop for Fleet {
     fn drop(&mut self) {
-        let _ = self.plane.kubectl_admin(
-            &[
-                "delete",
-                "namespace",
-                &self.namespace,
-                "--ignore-not-found",
-                "--timeout=120s",
-            ],
-            None,
-        );
+        self.plane.delete_namespace(&self.namespace);
     }
 }
 
@@ -635,16 +626,7 @@ impl Drop for Release {
         let _ = self
             .plane
             .kubectl_admin(&["label", CRD, "app.kubernetes.io/managed-by-"], None);
-        let _ = self.plane.kubectl_admin(
-            &[
-                "delete",
-                "namespace",
-                &self.namespace,
-                "--ignore-not-found",
-                "--timeout=120s",
-            ],
-            None,
-        );
+        self.plane.delete_namespace(&self.namespace);
     }
 }
 

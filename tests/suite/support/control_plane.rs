@@ -264,6 +264,36 @@ impl ControlPlane {
         name
     }
 
+    /// Deletes namespace `name` if it exists, waiting up to 2 minutes; a cleanup step, so a
+    /// failure is ignored.
+    pub fn delete_namespace(&self, name: &str) {
+        let _ = self.kubectl_admin(
+            &[
+                "delete",
+                "namespace",
+                name,
+                "--ignore-not-found",
+                "--timeout=120s",
+            ],
+            None,
+        );
+    }
+
+    /// Labels namespace `name` to enforce the Pod Security `restricted` profile.
+    pub fn enforce_restricted(&self, name: &str) {
+        self.kubectl_admin(
+            &[
+                "label",
+                "--overwrite",
+                "namespace",
+                name,
+                "pod-security.kubernetes.io/enforce=restricted",
+            ],
+            None,
+        )
+        .unwrap_or_else(|m| panic!("{m}"));
+    }
+
     /// Makes sure namespace `name` exists and holds nothing from an earlier run against the same
     /// control plane: the first call in this process deletes a namespace left over (letting go
     /// of the finalizers no operator is there to remove) and creates it afresh; later calls for

@@ -213,16 +213,7 @@ impl Install {
 impl Drop for Install {
     fn drop(&mut self) {
         for namespace in &self.namespaces {
-            let _ = self.plane.kubectl_admin(
-                &[
-                    "delete",
-                    "namespace",
-                    namespace,
-                    "--ignore-not-found",
-                    "--timeout=120s",
-                ],
-                None,
-            );
+            self.plane.delete_namespace(namespace);
         }
         // Scaled to zero rather than deleted: the uninstall guard of dist/install.yaml refuses to
         // delete the Deployment while the CRD exists (and the next install scales it up again).
