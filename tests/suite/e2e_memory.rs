@@ -15,7 +15,7 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, PostParams};
 
-use crate::support::e2e::{Cluster, Operator, scrape};
+use crate::support::e2e::{Cluster, scrape};
 
 /// Cycles before the baseline, unless `BOXTABLE_MEMORY_WARM_UP` says otherwise.
 const WARM_UP: usize = 20;
@@ -30,16 +30,6 @@ fn count(var: &str, default: usize) -> usize {
     std::env::var(var).ok().map_or(default, |v| {
         v.parse().unwrap_or_else(|_| panic!("{var}={v}"))
     })
-}
-
-/// The operator process's resident memory, in KiB.
-fn rss_kib(operator: &Operator) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{}/status", operator.pid())).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap()
 }
 
 /// The `boxtable_cache_entries` series of a scrape, by cache.
@@ -172,15 +162,15 @@ async fn create_delete_cycles_of_1_mib_secrets_and_large_annotations_leave_rss_w
         run.run().await;
     }
     let warm_entries = settled(addr).await;
-    let baseline = rss_kib(&operator);
+    let baseline = operator.rss_kib();
     let warmed = started.elapsed();
     let mut peak = baseline;
     for _ in 0..cycles {
         run.run().await;
-        peak = peak.max(rss_kib(&operator));
+        peak = peak.max(operator.rss_kib());
     }
     let entries = settled(addr).await;
-    let after = rss_kib(&operator);
+    let after = operator.rss_kib();
     let growth = (after as f64 - baseline as f64) / baseline as f64 * 100.0;
     println!(
         "memory: {warm_up} warm-up cycles in {warmed:.0?}, then {cycles} cycles in {:.0?} \

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use boxtable_operator::telemetry::LIMITS;
 
-use crate::support::e2e::{Cluster, Operator, https_get, scrape};
+use crate::support::e2e::{Cluster, https_get, scrape};
 
 const HALF_SENT: usize = 200;
 
@@ -48,23 +48,13 @@ async fn status_of(addr: SocketAddr, path: &str) -> u16 {
     raw.split(' ').nth(1).unwrap().parse().unwrap()
 }
 
-/// The operator process's resident memory, in KiB.
-fn rss_kib(operator: &Operator) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{}/status", operator.pid())).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn half_sent_requests_are_closed_after_the_header_timeout_while_metrics_and_health_answer() {
     let cluster = Cluster::start().await;
     let operator = cluster.operator("metrics-server", "e2e-metrics-server");
     let addr = operator.metrics_address(&cluster).await;
     assert!(scrape(addr).await.contains("boxtable_build_info"));
-    let rss_before = rss_kib(&operator);
+    let rss_before = operator.rss_kib();
 
     // Each sends half a request line and stops.
     let started = Instant::now();
@@ -99,7 +89,7 @@ async fn half_sent_requests_are_closed_after_the_header_timeout_while_metrics_an
     let body = scrape(addr).await;
     assert!(body.contains("boxtable_build_info"), "{body}");
     assert_eq!(status_of(addr, "/healthz").await, 200);
-    let rss_during = rss_kib(&operator);
+    let rss_during = operator.rss_kib();
 
     // Every half-sent request is closed by the server once its header time is up.
     let deadline = LIMITS.header_read + Duration::from_secs(10);
@@ -116,7 +106,7 @@ async fn half_sent_requests_are_closed_after_the_header_timeout_while_metrics_an
     }
     let all_closed = started.elapsed();
     assert_eq!(status_of(addr, "/healthz").await, 200);
-    let rss_after = rss_kib(&operator);
+    let rss_after = operator.rss_kib();
     println!(
         "{HALF_SENT} half-sent requests (limit {}): {within_limit} still open after {at:?}, \
          0 after {all_closed:?} (header timeout {:?}); operator RSS {rss_before} KiB before, \

@@ -345,6 +345,16 @@ impl Operator {
         self.child.id()
     }
 
+    /// The process's resident memory (VmRSS), in KiB.
+    pub fn rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap()
+    }
+
     /// Sends a signal (e.g. "KILL", "TERM") to the process.
     pub fn signal(&self, signal: &str) {
         let status = Command::new("kill")
