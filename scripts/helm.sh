@@ -7,7 +7,7 @@
 #   HELM_V4   the Helm 4 binary
 #
 # or run it: `scripts/helm.sh path v3` (or v4) builds that Helm unless the cache has it and prints
-# its path; tests/suite/helm_chart.rs does this when HELM_V3 or HELM_V4 is not set.
+# its path; tests/suite/support/helm.rs does this when HELM_V3 or HELM_V4 is not set.
 #
 # The binaries are cached outside the clone, under a directory named after the release and a hash
 # of go.mod and go.sum: ${XDG_CACHE_HOME:-$HOME/.cache}/boxtable-operator/helm/<release>-<hash>/helm.

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value as Json, json};
 
 use crate::support::control_plane::{ControlPlane, control_plane, kubectl_for_kustomize};
+use crate::support::helm::helm_binary;
 
 /// The chart, relative to the repository root.
 const CHART: &str = "charts/boxtable-operator";
@@ -69,31 +70,6 @@ const DEADLINE: Duration = Duration::from_secs(180);
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// Helm major version `v3` or `v4`: `$HELM_V3`/`$HELM_V4`, else built (once) by scripts/helm.sh.
-fn helm_binary(major: &str) -> PathBuf {
-    static V3: OnceLock<PathBuf> = OnceLock::new();
-    static V4: OnceLock<PathBuf> = OnceLock::new();
-    let cell = if major == "v3" { &V3 } else { &V4 };
-    cell.get_or_init(|| {
-        let var = format!("HELM_{}", major.to_uppercase());
-        if let Some(path) = std::env::var_os(&var).filter(|p| !p.is_empty()) {
-            return PathBuf::from(path);
-        }
-        let out = Command::new(root().join("scripts/helm.sh"))
-            .args(["path", major])
-            .output()
-            .unwrap_or_else(|e| panic!("running scripts/helm.sh path {major}: {e}"));
-        assert!(
-            out.status.success(),
-            "{var} is not set and `scripts/helm.sh path {major}` could not build Helm {major} \
-             (it needs Go 1.26):\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
-    })
-    .clone()
 }
 
 /// Helm's own config, cache and data directories for this process (never the user's).

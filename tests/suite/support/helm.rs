@@ -3,27 +3,34 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::OnceLock;
 
 use crate::support::control_plane::{ControlPlane, root};
 use crate::support::node::printed;
 
-/// Helm `major` (`v3` or `v4`): `$HELM_V3` / `$HELM_V4` (exported by `scripts/test-node.sh`),
-/// else built by `scripts/helm.sh`.
+/// Helm `major` (`v3` or `v4`): `$HELM_V3` / `$HELM_V4` (exported by `scripts/helm.sh`'s
+/// `helm_build`), else built once by `scripts/helm.sh` (it needs Go).
 pub fn helm_binary(major: &str) -> PathBuf {
-    let var = format!("HELM_{}", major.to_uppercase());
-    if let Some(path) = std::env::var_os(&var).filter(|p| !p.is_empty()) {
-        return PathBuf::from(path);
-    }
-    let out = Command::new(root().join("scripts/helm.sh"))
-        .args(["path", major])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{var} is not set and scripts/helm.sh could not build Helm {major}: {}",
-        printed(&out)
-    );
-    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+    static V3: OnceLock<PathBuf> = OnceLock::new();
+    static V4: OnceLock<PathBuf> = OnceLock::new();
+    let cell = if major == "v3" { &V3 } else { &V4 };
+    cell.get_or_init(|| {
+        let var = format!("HELM_{}", major.to_uppercase());
+        if let Some(path) = std::env::var_os(&var).filter(|p| !p.is_empty()) {
+            return PathBuf::from(path);
+        }
+        let out = Command::new(root().join("scripts/helm.sh"))
+            .args(["path", major])
+            .output()
+            .unwrap_or_else(|e| panic!("running scripts/helm.sh path {major}: {e}"));
+        assert!(
+            out.status.success(),
+            "{var} is not set and `scripts/helm.sh path {major}` could not build Helm {major}: {}",
+            printed(&out)
+        );
+        PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+    })
+    .clone()
 }
 
 /// Runs Helm `major` against the control plane as the admin, with `home` as its home, in the
