@@ -65,59 +65,40 @@ cp "$operator_binary" "$bin_dir/boxtable-operator"
 cp "$test_binary" "$bin_dir/suite"
 export SOAK_OPERATOR_BINARY="$bin_dir/boxtable-operator"
 
-group=
-if [ -n "$node" ]; then
-  # The node's EXIT trap stops the node, then the control plane, then PostgreSQL; the test's
-  # process group is ended before all of them.
-  if [ -z "${DATABASE_URL:-}" ]; then
-    pg_start
-  fi
-  CP_WORKLOADS=1 cp_start
-  node_start
-  end_group() {
-    if [ -n "$group" ]; then
-      kill -TERM -- "-$group" 2>/dev/null || true
-      for _ in $(seq 50); do kill -0 -- "-$group" 2>/dev/null || break; sleep 0.1; done
-      kill -KILL -- "-$group" 2>/dev/null || true
-    fi
-    rm -rf "$bin_dir"
-  }
-  # The EXIT trap already set, unquoted (trap -p prints it quoted for eval).
-  existing=$(eval "set -- $(trap -p EXIT)"; printf '%s' "${3:-}")
-  # shellcheck disable=SC2064
-  trap "end_group${existing:+; $existing}" EXIT
-  setsid "$bin_dir/suite" --nocapture --test-threads 1 soak_node:: &
-  group=$!
-  status=0
-  wait "$group" || status=$?
-  group_left=$group
-  group=
-  kill -KILL -- "-$group_left" 2>/dev/null || true
-  exit "$status"
-fi
-
+# The servers' own EXIT traps stop them (the node, then the control plane, then PostgreSQL); the
+# test's process group is ended before all of them.
 if [ -z "${DATABASE_URL:-}" ]; then
   pg_start
 fi
-if [ -z "${CONTROL_PLANE_KUBECONFIG:-}" ]; then
-  cp_start
-  started_control_plane=1
+if [ -n "$node" ]; then
+  CP_WORKLOADS=1 cp_start
+  node_start
+  filter=soak_node::
+else
+  if [ -z "${CONTROL_PLANE_KUBECONFIG:-}" ]; then
+    cp_start
+  fi
+  filter=soak::
 fi
 
-stop_group() {
+group=
+end_group() {
   if [ -n "$group" ]; then
     kill -TERM -- "-$group" 2>/dev/null || true
     # Give the test a moment to end its children, then make sure.
     for _ in $(seq 50); do kill -0 -- "-$group" 2>/dev/null || break; sleep 0.1; done
     kill -KILL -- "-$group" 2>/dev/null || true
   fi
-  if [ -n "${started_control_plane:-}" ]; then cp_stop 2>/dev/null || true; fi
-  pg_stop 2>/dev/null || true
   rm -rf "$bin_dir"
 }
-trap stop_group EXIT INT TERM
+# The EXIT trap already set, unquoted (trap -p prints it quoted for eval).
+existing=$(eval "set -- $(trap -p EXIT)"; printf '%s' "${3:-}")
+# shellcheck disable=SC2064
+trap "end_group${existing:+; $existing}" EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
-setsid "$bin_dir/suite" --nocapture --test-threads 1 soak:: &
+setsid "$bin_dir/suite" --nocapture --test-threads 1 "$filter" &
 group=$!
 status=0
 wait "$group" || status=$?
