@@ -7,10 +7,10 @@
 //!   entries and, when no other BoxTable refers to its Secret, what was read from that Secret; a
 //!   Secret gone takes what was read from it and its finalizers;
 //! - after each pass ([`Memory::settle`]): a pass that ended after the cache saw its object go
-//!   (a Retain BoxTable deleted while its pass ran) forgets what it just recorded, and a Secret
-//!   no BoxTable refers to any more (a `secretRef` moved elsewhere) is forgotten;
+//!   (a Retain BoxTable deleted while its pass ran) forgets what it just recorded;
 //! - a sweep when a watch relists (deletions it missed while disconnected) and every
-//!   [`SWEEP_EVERY`], which keeps only the entries of objects the caches hold.
+//!   [`SWEEP_EVERY`], which keeps only the entries of objects the caches hold, and of the
+//!   Secrets they refer to (so a Secret a `secretRef` moved away from goes within a minute).
 //!
 //! A trigger queued for an object that is gone never reaches a pass (the controller looks the
 //! object up in its cache first), so forgetting it cannot start a pass again.
@@ -101,6 +101,8 @@ impl Memory {
         }
     }
 
+    /// Forgets a BoxTable the cache no longer holds, and its Secret when no other BoxTable in
+    /// the cache refers to it.
     fn boxtable_gone(&self, bt: &BoxTable) {
         if let Some(uid) = bt.uid() {
             self.forget(&uid);
@@ -121,16 +123,15 @@ impl Memory {
         self.backoff.on_success(uid);
     }
 
-    /// After a pass of `bt` (or its error policy): forgets what the pass recorded when the cache
-    /// no longer holds `bt` (it went while the pass ran), and the Secrets no BoxTable refers to.
+    /// After a pass of `bt` (or its error policy): when the cache no longer holds `bt` (it went
+    /// while the pass ran), forgets what the pass recorded, as its delete event did before. One
+    /// lookup when `bt` is still there, so every pass stays O(1); a Secret a `secretRef` moved
+    /// away from is left to the sweep.
     pub(super) fn settle(&self, bt: &BoxTable) {
         let cached = self.boxtables.get(&ObjectRef::from_obj(bt));
-        if cached.is_none_or(|cached| cached.uid() != bt.uid())
-            && let Some(uid) = bt.uid()
-        {
-            self.forget(&uid);
+        if cached.is_none_or(|cached| cached.uid() != bt.uid()) {
+            self.boxtable_gone(bt);
         }
-        self.forget_unreferenced_secrets();
     }
 
     /// Keeps only the entries of the objects the caches hold now.

@@ -22,8 +22,7 @@ use std::sync::{Arc, Mutex};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ListParams};
 use kube::core::PartialObjectMeta;
-use kube::runtime::reflector::ObjectRef;
-use kube::runtime::reflector::Store;
+use kube::runtime::reflector::{ObjectRef, Store};
 use zeroize::Zeroize;
 
 use crate::crd::DatabaseSpec;
