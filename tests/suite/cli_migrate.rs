@@ -5,6 +5,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 use crate::support;
+use crate::support::Sql;
 
 fn migrate(args: &[&str], database_url: Option<&str>) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_boxtable-operator"));
@@ -146,15 +147,11 @@ async fn eight_migrate_processes_at_once_create_the_table_once_and_leave_no_lock
     );
     let client = db.connect().await;
     let rows: Vec<String> = client
-        .query(
+        .column(
             "SELECT \"Description\" FROM public.\"__BrighterMigrationHistory\"",
             &[],
         )
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+        .await;
     assert_eq!(rows, ["fresh install at V8"]);
     assert_eq!(support::advisory_locks(&client).await, 0);
 }

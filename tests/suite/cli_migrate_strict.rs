@@ -6,6 +6,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use crate::support;
+use crate::support::Sql;
 
 struct Run {
     code: Option<i32>,
@@ -59,16 +60,12 @@ fn row<'a>(stdout: &'a str, name: &str) -> Vec<&'a str> {
 async fn tables(db: &support::TestDb) -> Vec<String> {
     db.connect()
         .await
-        .query(
+        .column(
             "SELECT schemaname || '.' || tablename FROM pg_tables \
              WHERE schemaname NOT IN ('pg_catalog', 'information_schema') ORDER BY 1",
             &[],
         )
         .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect()
 }
 
 #[tokio::test]

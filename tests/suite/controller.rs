@@ -8,6 +8,7 @@ use boxtable_operator::migrate::BoxKind;
 use serde_json::json;
 
 use crate::support;
+use crate::support::Sql;
 use crate::support::controller::*;
 
 #[tokio::test]
@@ -146,11 +147,7 @@ async fn a_table_brighter_left_at_version_five_is_migrated_to_eight() {
         h.history_versions("sales", "outbox").await,
         vec![1, 2, 3, 4, 5, 6, 7, 8]
     );
-    let rows: i64 = client
-        .query_one("SELECT count(*) FROM sales.outbox", &[])
-        .await
-        .unwrap()
-        .get(0);
+    let rows: i64 = client.value("SELECT count(*) FROM sales.outbox", &[]).await;
     assert_eq!(rows, 2, "the messages in the table survive");
 }
 

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use boxtable_operator::crd::{BoxTable, RECONCILE_REQUESTED_ANNOTATION};
 
+use crate::support::Sql;
 use crate::support::black_hole::BlackHole;
 use crate::support::controller::*;
 
@@ -23,14 +24,12 @@ fn deadline_exceeded(bt: &BoxTable) -> bool {
 async fn operator_backends_waiting_for_a_lock(h: &Harness) -> i64 {
     h.sql()
         .await
-        .query_one(
+        .value(
             "SELECT count(*) FROM pg_stat_activity \
              WHERE application_name LIKE 'boxtable-operator/%' AND wait_event_type = 'Lock'",
             &[],
         )
         .await
-        .unwrap()
-        .get(0)
 }
 
 /// Checks the Ready message and the Warning event of a `DeadlineExceeded` BoxTable.

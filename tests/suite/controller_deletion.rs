@@ -10,6 +10,7 @@ use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
 use crate::support;
+use crate::support::Sql;
 use crate::support::controller::*;
 use crate::support::fault_proxy::Rule;
 
@@ -31,10 +32,8 @@ async fn insert_messages(h: &Harness, table: &str, undispatched: u32, dispatched
 async fn rows(h: &Harness, table: &str) -> i64 {
     h.sql()
         .await
-        .query_one(&format!("SELECT count(*) FROM {table}"), &[])
+        .value(&format!("SELECT count(*) FROM {table}"), &[])
         .await
-        .unwrap()
-        .get(0)
 }
 
 fn ready_message(bt: &BoxTable) -> String {

@@ -5,6 +5,7 @@
 
 use boxtable_operator::crd::BoxTable;
 
+use crate::support::Sql;
 use crate::support::controller::*;
 
 fn drifted(bt: &BoxTable) -> Option<(String, String, String)> {
@@ -32,13 +33,11 @@ async fn wait_for_gauge(h: &Harness, value: u32) {
 async fn index_exists(h: &Harness) -> bool {
     h.sql()
         .await
-        .query_one(
+        .value(
             "SELECT to_regclass('public.idx_outbox_causationid') IS NOT NULL",
             &[],
         )
         .await
-        .unwrap()
-        .get(0)
 }
 
 #[tokio::test]

@@ -12,6 +12,7 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use crate::support;
+use crate::support::Sql;
 use crate::support::controller::*;
 use boxtable_operator::crd::{
     ChannelBindingParameter, ConnectionKeys, ConnectionParameters, SslModeParameter,
@@ -430,13 +431,10 @@ async fn a_boxtable_reaches_a_server_that_admits_it_by_client_certificate_and_ch
     h.wait_ready("orders").await;
     let admin = support::connect(&cluster.url("postgres")).await;
     let owner: String = admin
-        .query_one(
+        .value(
             "SELECT tableowner::text FROM pg_tables WHERE schemaname = 'public' AND tablename = 'outbox'",
             &[],
-        )
-        .await
-        .unwrap()
-        .get(0);
+        ).await;
     assert_eq!(owner, "bt_both");
 
     // Without the certificate the server refuses the role; the status says so.

@@ -6,6 +6,7 @@ use boxtable_operator::db::{ConnectError, Connection, ConnectionSettings, Sessio
 use boxtable_operator::reason::Reason;
 
 use crate::support;
+use crate::support::Sql;
 use crate::support::reliability::cluster::Cluster;
 
 /// The pieces of `DATABASE_URL`: (user, password, host, port, dbname).
@@ -81,13 +82,11 @@ async fn prefer_falls_back_to_plain_tcp_when_the_server_has_no_tls() {
     .unwrap();
     let ssl: bool = session
         .client()
-        .query_one(
+        .value(
             "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
             &[],
         )
-        .await
-        .unwrap()
-        .get(0);
+        .await;
     assert!(!ssl);
 }
 
@@ -152,13 +151,11 @@ async fn a_server_certificate_that_fails_verification_stalls_and_require_still_e
     let session = connect(&url("require"), "t").await.unwrap();
     let ssl: bool = session
         .client()
-        .query_one(
+        .value(
             "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
             &[],
         )
-        .await
-        .unwrap()
-        .get(0);
+        .await;
     assert!(ssl, "require encrypts without verifying");
 
     // Signed by no CA the client knows; with its own certificate as the CA, it still does not
@@ -313,13 +310,11 @@ async fn sessions_keep_tcp_keepalives_on_and_can_cancel_a_running_statement() {
     // Our end of the socket, as the server sees it; Linux shows its keepalive timer (02) in /proc.
     let port: i32 = session
         .client()
-        .query_one(
+        .value(
             "SELECT client_port FROM pg_stat_activity WHERE pid = pg_backend_pid()",
             &[],
         )
-        .await
-        .unwrap()
-        .get(0);
+        .await;
     let local = format!(":{port:04X} ");
     let table = std::fs::read_to_string("/proc/self/net/tcp").unwrap();
     // Only an established socket (state 01): a closed earlier one may linger on the same port.
@@ -345,14 +340,12 @@ async fn sessions_keep_tcp_keepalives_on_and_can_cancel_a_running_statement() {
         let started = Instant::now();
         loop {
             let running: i64 = observer
-                .query_one(
+                .value(
                     "SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND state = 'active' \
                      AND query LIKE '%pg_sleep%'",
                     &[&pid],
                 )
-                .await
-                .unwrap()
-                .get(0);
+                .await;
             if running == 1 {
                 break;
             }
@@ -376,12 +369,7 @@ async fn sessions_keep_tcp_keepalives_on_and_can_cancel_a_running_statement() {
 async fn a_session_knows_its_servers_version_from_its_setup_and_the_server_is_supported() {
     let db = support::fresh_db().await;
     let session = db.session("boxtable-operator-test").await;
-    let shown: String = session
-        .client()
-        .query_one("SHOW server_version_num", &[])
-        .await
-        .unwrap()
-        .get(0);
+    let shown: String = session.client().value("SHOW server_version_num", &[]).await;
 
     assert_eq!(session.server_version_num().to_string(), shown);
     let table = boxtable_operator::ident::QualifiedName::parse(None, "outbox").unwrap();

@@ -17,10 +17,12 @@ use tokio_postgres::Client;
 use tokio_util::sync::CancellationToken;
 
 use crate::support;
+use crate::support::Sql;
 use crate::support::migrate::outbox;
 use crate::support::reliability::{
-    WAIT, install_ddl_hook, set_db_setting, wait_until, wait_until_backend_gone,
+    WAIT, install_ddl_hook, set_db_setting, wait_until_backend_gone,
 };
+use crate::support::wait::wait_until_within;
 use crate::support::{advisory_locks, operator_sessions};
 
 /// Counts what the pool reports.
@@ -196,10 +198,8 @@ async fn a_terminated_idle_session_is_replaced_and_the_next_pass_succeeds() {
     assert_eq!(before.len(), 1, "{before:?}");
     let pid = before[0].0;
     let terminated: bool = observer
-        .query_one("SELECT pg_terminate_backend($1)", &[&pid])
-        .await
-        .unwrap()
-        .get(0);
+        .value("SELECT pg_terminate_backend($1)", &[&pid])
+        .await;
     assert!(terminated);
     wait_until_backend_gone(&observer, pid).await;
 
@@ -307,7 +307,7 @@ async fn a_withdrawn_run_closes_its_session_and_leaves_no_advisory_lock() {
     );
     assert_eq!(pool.sizes(), (0, 0));
     assert_eq!(counts.closed(Closed::NotClean), 1);
-    wait_until("the withdrawn run's session to end", WAIT, || async {
+    wait_until_within("the withdrawn run's session to end", WAIT, || async {
         operator_sessions(&observer).await.is_empty()
     })
     .await;
@@ -335,7 +335,7 @@ async fn a_session_handed_back_inside_a_transaction_or_holding_an_advisory_lock_
         assert_eq!(pool.sizes(), (0, 0), "not kept after {left_behind}");
     }
     assert_eq!(counts.closed(Closed::Broken), 2);
-    wait_until("the unclean sessions to end", WAIT, || async {
+    wait_until_within("the unclean sessions to end", WAIT, || async {
         operator_sessions(&observer).await.is_empty()
     })
     .await;
@@ -503,7 +503,7 @@ async fn closing_the_pool_ends_its_idle_sessions_and_those_handed_back_later() {
     second.give_back().await;
     assert_eq!(pool.sizes(), (0, 0));
     assert_eq!(counts.closed(Closed::Shutdown), 2);
-    wait_until("the pool's sessions to end", WAIT, || async {
+    wait_until_within("the pool's sessions to end", WAIT, || async {
         operator_sessions(&observer).await.is_empty()
     })
     .await;

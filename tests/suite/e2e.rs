@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use crate::support;
+use crate::support::Sql;
 use crate::support::e2e::{Cluster, Rule, connect, find_kubectl};
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -19,13 +20,11 @@ fn boxtable(ns: &str, name: &str, table: &str) -> String {
 /// Operator sessions (application_name `boxtable-operator/<namespace>/...`) in the test database.
 async fn operator_sessions(observer: &tokio_postgres::Client, namespace: &str) -> i64 {
     observer
-        .query_one(
+        .value(
             "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE $1",
             &[&format!("boxtable-operator/{namespace}/%")],
         )
         .await
-        .unwrap()
-        .get(0)
 }
 
 /// Waits until no operator session for `namespace` is left.
@@ -58,16 +57,12 @@ async fn history_rows(cluster: &Cluster, table: &str) -> Vec<(i32, String)> {
 async fn columns(cluster: &Cluster, table: &str) -> Vec<String> {
     let client = connect(&cluster.db.url).await;
     client
-        .query(
+        .column(
             "SELECT column_name::text FROM information_schema.columns \
              WHERE table_schema = 'public' AND table_name = $1 ORDER BY 1",
             &[&table],
         )
         .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect()
 }
 
 #[test]
@@ -304,13 +299,11 @@ async fn a_sigkilled_operator_leaves_no_partial_table_or_lock_and_a_restart_conv
     assert_eq!(rows.last().map(|r| r.0), Some(8), "{rows:?}");
     assert_eq!(rows.len(), 8, "{rows:?}");
     let kept: i64 = observer
-        .query_one(
+        .value(
             "SELECT count(*) FROM public.victim WHERE topic = 'kept'",
             &[],
         )
-        .await
-        .unwrap()
-        .get(0);
+        .await;
     assert_eq!(kept, 1, "existing rows survive");
     cluster
         .no_advisory_lock_left("no advisory lock is left behind")
@@ -460,16 +453,12 @@ async fn invalid_manifests_are_refused_by_kubectl_apply_and_nothing_reaches_the_
 
     let client = connect(&cluster.db.url).await;
     let tables: Vec<String> = client
-        .query(
+        .column(
             "SELECT table_schema || '.' || table_name FROM information_schema.tables \
              WHERE table_schema NOT IN ('pg_catalog', 'information_schema') ORDER BY 1",
             &[],
         )
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+        .await;
     assert_eq!(
         tables,
         ["public.__BrighterMigrationHistory", "public.good_outbox"]

@@ -12,6 +12,7 @@ use boxtable_operator::ident::QualifiedName;
 use boxtable_operator::lock::LockIdentity;
 
 use crate::support;
+use crate::support::Sql;
 use crate::support::e2e::{Cluster, connect, scrape};
 
 const WAIT: Duration = Duration::from_secs(120);
@@ -191,14 +192,11 @@ async fn lock_held_reads_1_while_a_migration_holds_the_lock_and_a_session_blocke
     cluster
         .eventually("the blocking waiter in pg_locks", WAIT, || async {
             let n: i64 = observer
-                .query_one(
+                .value(
                     "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted \
                      AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
                     &[],
-                )
-                .await
-                .unwrap()
-                .get(0);
+                ).await;
             (n == 1).then_some(())
         })
         .await;

@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use crate::support::Sql;
 use crate::support::e2e::{Cluster, connect};
 
 /// Namespace deletion runs through the namespace controller's passes; generous on a busy machine.
@@ -20,27 +21,21 @@ fn boxtable(ns: &str, name: &str, table: &str, policy: &str) -> String {
 async fn table_exists(cluster: &Cluster, table: &str) -> bool {
     connect(&cluster.db.url)
         .await
-        .query_one(
+        .value(
             "SELECT to_regclass($1) IS NOT NULL",
             &[&format!("public.{table}")],
         )
         .await
-        .unwrap()
-        .get(0)
 }
 
 async fn history_tables(cluster: &Cluster) -> Vec<String> {
     connect(&cluster.db.url)
         .await
-        .query(
+        .column(
             "SELECT \"BoxTableName\" FROM public.\"__BrighterMigrationHistory\" ORDER BY 1",
             &[],
         )
         .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect()
 }
 
 /// Sets up namespace `ns` with two Drop BoxTables and one Retain BoxTable, all Ready.

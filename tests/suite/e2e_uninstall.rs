@@ -14,6 +14,7 @@ use std::time::Duration;
 use serde_json::{Value as Json, json};
 
 use crate::helm_chart::helm_command;
+use crate::support::Sql;
 use crate::support::control_plane::{OPERATOR_NAMESPACE, PrivatePlane, root};
 use crate::support::e2e::{Cluster, Operator, connect, operator_binary};
 
@@ -275,13 +276,11 @@ impl Installed {
     async fn table_exists(&self) -> bool {
         connect(&self.cluster.db.url)
             .await
-            .query_one(
+            .value(
                 "SELECT to_regclass($1) IS NOT NULL",
                 &[&format!("public.{}", self.table)],
             )
             .await
-            .unwrap()
-            .get(0)
     }
 
     /// Fails the test if the operator made a request its RBAC refused, then stops checking: the

@@ -13,12 +13,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value as Json, json};
 
 use crate::support::control_plane::{ControlPlane, control_plane, kubectl_for_kustomize};
 use crate::support::helm::helm_binary;
+use crate::support::wait::wait_until_blocking;
 
 /// The chart, relative to the repository root.
 const CHART: &str = "charts/boxtable-operator";
@@ -1059,20 +1060,6 @@ fn install_prometheus_operator_crds(plane: &ControlPlane) {
     });
 }
 
-/// Waits (polling, up to DEADLINE) until `check` holds; fails with `what` and its last answer.
-fn wait_until(what: &str, mut check: impl FnMut() -> Result<(), String>) {
-    let started = Instant::now();
-    loop {
-        match check() {
-            Ok(()) => return,
-            Err(last) if started.elapsed() > DEADLINE => {
-                panic!("{what} within {DEADLINE:?}; last: {last}")
-            }
-            Err(_) => std::thread::sleep(Duration::from_millis(250)),
-        }
-    }
-}
-
 /// Installs the chart with Helm `major` as release `release` into a new namespace (the CRD is
 /// already there, from deploy/), checks that the server holds every object of the release's
 /// manifest, and returns the namespace and the manifest's objects. The release stays installed.
@@ -1147,8 +1134,9 @@ fn uninstall(plane: &ControlPlane, major: &str, release: &str, namespace: &str, 
         .iter()
         .map(|o| format!("---\n{}\n", serde_json::to_string(o).unwrap()))
         .collect();
-    wait_until(
+    wait_until_blocking(
         &format!("helm {major} uninstall {release} removes its objects"),
+        DEADLINE,
         || match plane.kubectl_admin(
             &["get", "-f", "-", "--ignore-not-found", "-o", "name"],
             Some(&yaml),

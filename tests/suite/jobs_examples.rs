@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 use tokio_postgres::Client;
 
 use crate::support;
+use crate::support::Sql;
 use crate::support::control_plane::{control_plane, root};
 
 /// The workload examples and where their migrate container is.
@@ -287,10 +288,8 @@ async fn brighter_application_start(client: &Client, hold: Duration) -> bool {
         .chain(std::iter::repeat(1000));
     let started = std::time::Instant::now();
     while !client
-        .query_one("SELECT pg_try_advisory_lock($1)", &[&key])
+        .value::<bool>("SELECT pg_try_advisory_lock($1)", &[&key])
         .await
-        .unwrap()
-        .get::<_, bool>(0)
     {
         assert!(
             started.elapsed() < Duration::from_secs(120),
@@ -335,11 +334,7 @@ async fn brighter_application_start(client: &Client, hold: Duration) -> bool {
     }
     tokio::time::sleep(hold).await;
     client.batch_execute("COMMIT").await.unwrap();
-    let released: bool = client
-        .query_one("SELECT pg_advisory_unlock($1)", &[&key])
-        .await
-        .unwrap()
-        .get(0);
+    let released: bool = client.value("SELECT pg_advisory_unlock($1)", &[&key]).await;
     assert!(released);
     create
 }
@@ -373,7 +368,7 @@ async fn wait_for_a_job(client: &Client, moment: JobMoment) {
         }
     };
     let started = std::time::Instant::now();
-    while !client.query_one(sql, &[]).await.unwrap().get::<_, bool>(0) {
+    while !client.value::<bool>(sql, &[]).await {
         assert!(
             started.elapsed() < Duration::from_secs(120),
             "no Job got that far"

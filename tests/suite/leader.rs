@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::support;
 use crate::support::fault_proxy::{FaultProxy, Rule};
+use crate::support::wait::wait_until_within;
 
 const LEASE: &str = "boxtable-operator";
 /// How long any wait on a condition may take: generous, for busy machines.
@@ -222,15 +223,6 @@ async fn a_dead_holder_whose_clock_was_an_hour_ahead_is_taken_over_after_a_lease
     assert_eq!(holder(&client).await.as_deref(), Some("pod-b"));
 }
 
-/// Waits until `check` holds, polling every 50 ms.
-async fn wait_until(what: &str, mut check: impl FnMut() -> bool) {
-    let started = Instant::now();
-    while !check() {
-        assert!(started.elapsed() < WAIT, "timed out waiting until {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 #[tokio::test]
 async fn renewals_failing_with_503_429_and_500_do_not_end_leadership() {
     // Six failed renewals in a row fit well within the renew deadline, also on a busy machine.
@@ -262,12 +254,14 @@ async fn renewals_failing_with_503_429_and_500_do_not_end_leadership() {
         tokio::spawn(async move { leader.keep(&keep).await })
     };
 
-    wait_until("six failed renewals and then two good ones", || {
-        renewing.is_finished()
-            || (unavailable.hits() == 2
-                && throttled.hits() == 2
-                && failing.hits() == 2
-                && renewed.hits() >= 2)
+    wait_until_within("six failed renewals and then two good ones", WAIT, || {
+        std::future::ready(
+            renewing.is_finished()
+                || (unavailable.hits() == 2
+                    && throttled.hits() == 2
+                    && failing.hits() == 2
+                    && renewed.hits() >= 2),
+        )
     })
     .await;
 
@@ -314,9 +308,15 @@ async fn a_renewal_stalled_for_20_seconds_does_not_end_leadership_and_no_standby
         tokio::spawn(async move { standby.acquire(&stop, |_| {}).await })
     };
 
-    wait_until("the stalled renewal and two good ones after it", || {
-        renewing.is_finished() || (stalled.hits() == 1 && renewed.hits() >= 2)
-    })
+    wait_until_within(
+        "the stalled renewal and two good ones after it",
+        WAIT,
+        || {
+            std::future::ready(
+                renewing.is_finished() || (stalled.hits() == 1 && renewed.hits() >= 2),
+            )
+        },
+    )
     .await;
 
     assert!(

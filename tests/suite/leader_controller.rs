@@ -20,12 +20,11 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::support;
+use crate::support::Sql;
 use crate::support::control_plane::{ControlPlane, OperatorToken, control_plane};
 use crate::support::controller::{BoxTableBuilder, NAMESPACE, SECRET, boxtable, is_ready};
 use crate::support::fault_proxy::{FaultProxy, Rule, RuleHandle};
-
-/// How long any wait on a condition may take: generous, for busy machines.
-const WAIT: Duration = Duration::from_secs(60);
+use crate::support::wait::wait_until;
 
 /// A 12 s lease renewed every 300 ms and given up after 10 s without a renewal (one Lease request
 /// may take 5 s).
@@ -182,29 +181,14 @@ impl Replica {
     }
 }
 
-/// Polls `check` every 100 ms until it holds; fails naming `what` after [`WAIT`].
-async fn wait_until<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let started = Instant::now();
-    while !check().await {
-        assert!(started.elapsed() < WAIT, "timed out waiting until {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 /// Operator sessions whose statement waits on a table lock.
 async fn blocked_migrations(sql: &tokio_postgres::Client) -> i64 {
-    sql.query_one(
+    sql.value(
         "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'boxtable-operator/%' \
          AND wait_event_type = 'Lock' AND wait_event = 'relation' AND datname = current_database()",
         &[],
     )
     .await
-    .unwrap()
-    .get(0)
 }
 
 /// Starts a leader through a fault proxy, blocks its migration of `public.victim` (V6 to V8) on a

@@ -10,6 +10,7 @@ use tokio_postgres::Client;
 use tokio_util::sync::CancellationToken;
 
 use crate::support;
+use crate::support::Sql;
 
 struct Vector {
     lock_key: String,
@@ -60,19 +61,11 @@ async fn lock_rows(observer: &Client, identity: &LockIdentity) -> Vec<(i32, i64,
 }
 
 async fn backend_pid(client: &Client) -> i32 {
-    client
-        .query_one("SELECT pg_backend_pid()", &[])
-        .await
-        .unwrap()
-        .get(0)
+    client.value("SELECT pg_backend_pid()", &[]).await
 }
 
 async fn try_lock(client: &Client, identity: &LockIdentity) -> bool {
-    client
-        .query_one(lock::TRY_LOCK_SQL, &[&identity.key()])
-        .await
-        .unwrap()
-        .get(0)
+    client.value(lock::TRY_LOCK_SQL, &[&identity.key()]).await
 }
 
 /// How long a wait on a server-side condition may take: generous, for busy machines.
@@ -310,10 +303,8 @@ async fn terminating_the_holders_backend_frees_the_lock_for_the_next_session() {
     // The one-argument form exists on every supported major (the timeout argument only from 14);
     // the next session's wait below covers the time the backend takes to exit.
     let terminated: bool = admin
-        .query_one("SELECT pg_terminate_backend($1)", &[&pid])
-        .await
-        .unwrap()
-        .get(0);
+        .value("SELECT pg_terminate_backend($1)", &[&pid])
+        .await;
     assert!(terminated);
     let report = lock::acquire(&next, &id, Duration::from_secs(60), &no_cancel(), |_| {})
         .await

@@ -10,6 +10,7 @@ use boxtable_operator::report::chain;
 use tokio_util::sync::CancellationToken;
 
 use crate::support;
+use crate::support::Sql;
 use crate::support::advisory_locks;
 use crate::support::migrate::*;
 
@@ -20,14 +21,11 @@ const WAIT: Duration = Duration::from_secs(60);
 /// (heavyweight) lock.
 async fn blocked_on_a_table_lock(client: &tokio_postgres::Client) -> i64 {
     client
-        .query_one(
+        .value(
             "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'boxtable-operator-test' \
              AND datname = current_database() AND wait_event_type = 'Lock' AND wait_event = 'relation'",
             &[],
-        )
-        .await
-        .unwrap()
-        .get(0)
+        ).await
 }
 
 #[tokio::test]
@@ -97,11 +95,7 @@ async fn a_lock_held_by_another_session_times_out_naming_the_holder_and_changes_
         .query_one("SELECT pg_advisory_lock($1)", &[&key])
         .await
         .unwrap();
-    let holder_pid: i32 = holder
-        .query_one("SELECT pg_backend_pid()", &[])
-        .await
-        .unwrap()
-        .get(0);
+    let holder_pid: i32 = holder.value("SELECT pg_backend_pid()", &[]).await;
     let before = snapshot(&client).await;
     let seen = Arc::new(Mutex::new(None));
 
@@ -218,12 +212,7 @@ async fn cancelling_a_run_mid_statement_rolls_back_and_releases_the_lock() {
     assert_eq!(advisory_locks(&client).await, 0);
     busy.batch_execute("ROLLBACK").await.unwrap();
     assert_eq!(snapshot(&client).await, before);
-    let alive: i32 = session
-        .client()
-        .query_one("SELECT 1", &[])
-        .await
-        .unwrap()
-        .get(0);
+    let alive: i32 = session.client().value("SELECT 1", &[]).await;
     assert_eq!(alive, 1, "the session is still usable");
     assert_eq!(
         run(&db, &plan).await.unwrap().path,
@@ -286,11 +275,7 @@ async fn a_waiter_stops_waiting_once_the_holder_has_brought_the_table_up_to_date
         after < Duration::from_secs(15),
         "left soon after the table was up to date, not at the lock timeout: {after:?}"
     );
-    let locked: bool = holder
-        .query_one("SELECT pg_advisory_unlock($1)", &[&key])
-        .await
-        .unwrap()
-        .get(0);
+    let locked: bool = holder.value("SELECT pg_advisory_unlock($1)", &[&key]).await;
     assert!(locked, "the holder still had the lock all along");
 }
 

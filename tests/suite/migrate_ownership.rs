@@ -9,6 +9,7 @@ use boxtable_operator::report::chain;
 use tokio_util::sync::CancellationToken;
 
 use crate::support;
+use crate::support::Sql;
 use crate::support::advisory_locks;
 use crate::support::migrate::*;
 
@@ -218,11 +219,7 @@ async fn ownership_is_checked_again_under_the_lock_so_a_table_replaced_during_th
     // A Brighter application holds the lock while it replaces the table.
     let key = boxtable_operator::lock::LockIdentity::for_table(plan.table()).key();
     let app = db.connect().await;
-    let taken: bool = app
-        .query_one("SELECT pg_try_advisory_lock($1)", &[&key])
-        .await
-        .unwrap()
-        .get(0);
+    let taken: bool = app.value("SELECT pg_try_advisory_lock($1)", &[&key]).await;
     assert!(taken);
 
     let mut session = session(&db).await;

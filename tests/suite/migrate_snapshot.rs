@@ -19,6 +19,7 @@ use boxtable_operator::report::chain;
 use tokio_postgres::Client;
 
 use crate::support;
+use crate::support::Sql;
 use crate::support::advisory_locks;
 use crate::support::migrate::*;
 
@@ -75,15 +76,12 @@ async fn wait_for_a_reader_blocked_on_history(client: &Client) {
     let started = Instant::now();
     loop {
         let waiting: i64 = client
-            .query_one(
+            .value(
                 &format!(
                     "SELECT count(*) FROM pg_locks WHERE relation = '{HISTORY}'::regclass AND NOT granted"
                 ),
                 &[],
-            )
-            .await
-            .unwrap()
-            .get(0);
+            ).await;
         if waiting > 0 {
             return;
         }

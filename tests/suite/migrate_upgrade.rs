@@ -4,6 +4,7 @@
 use boxtable_operator::migrate::{BoxKind, RunPath};
 
 use crate::support;
+use crate::support::Sql;
 use crate::support::migrate::*;
 
 /// The history rows Brighter writes for `table` in `public`, one per (version, description).
@@ -70,12 +71,8 @@ async fn an_outbox_at_each_version_v1_to_v7_is_stamped_then_upgraded_and_keeps_i
                 .any(|(i, _)| i == "idx_outbox_causationid")
         );
         let topics: Vec<String> = client
-            .query("SELECT topic FROM public.outbox ORDER BY topic", &[])
-            .await
-            .unwrap()
-            .iter()
-            .map(|r| r.get(0))
-            .collect();
+            .column("SELECT topic FROM public.outbox ORDER BY topic", &[])
+            .await;
         assert_eq!(
             topics,
             ["topic-0", "topic-1", "topic-2"],
@@ -138,11 +135,7 @@ async fn an_inbox_at_v1_is_stamped_then_gets_causationid_and_keeps_its_rows() {
         .into_iter()
         .find(|c| c.0 == "causationid");
     assert_eq!(causation.unwrap().1, "character varying(256)");
-    let count: i64 = client
-        .query_one("SELECT count(*) FROM public.inbox", &[])
-        .await
-        .unwrap()
-        .get(0);
+    let count: i64 = client.value("SELECT count(*) FROM public.inbox", &[]).await;
     assert_eq!(count, 1);
 }
 
@@ -296,17 +289,13 @@ async fn the_operator_writes_the_history_table_and_rows_brighter_writes() {
         ["PRIMARY KEY (\"SchemaName\", \"BoxTableName\", \"MigrationVersion\")"]
     );
     let defaults: Vec<Option<String>> = client
-        .query(
+        .column(
             "SELECT column_default::text FROM information_schema.columns \
              WHERE table_schema = 'public' AND table_name = '__BrighterMigrationHistory' \
                AND column_name IN ('SchemaName', 'AppliedAt') ORDER BY column_name",
             &[],
         )
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+        .await;
     assert_eq!(
         defaults,
         [

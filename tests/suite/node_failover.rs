@@ -15,6 +15,7 @@ use boxtable_operator::controller::leader::LEASE_DURATION;
 use boxtable_operator::ident::QualifiedName;
 use boxtable_operator::lock::LockIdentity;
 
+use crate::support::Sql;
 use crate::support::control_plane::{ControlPlane, OPERATOR_NAMESPACE};
 use crate::support::node::{get_json, printed, wait_for};
 use crate::support::node_install::{Install, is_ready, name, secret_for};
@@ -99,22 +100,14 @@ fn the_leader_deleted_during_a_lock_wait_exits_at_once_and_hands_the_lease_over(
     );
     let sessions_since = |since: &str| -> i64 {
         runtime.block_on(async {
-            app.query_one(
+            app.value(
                 "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
                  AND application_name LIKE 'boxtable-operator/%' AND backend_start < $1::text::timestamptz",
                 &[&since],
-            )
-            .await
-            .unwrap()
-            .get(0)
+            ).await
         })
     };
-    let deleted_at: String = runtime.block_on(async {
-        app.query_one("SELECT now()::text", &[])
-            .await
-            .unwrap()
-            .get(0)
-    });
+    let deleted_at: String = runtime.block_on(async { app.value("SELECT now()::text", &[]).await });
     assert!(
         sessions_since(&deleted_at) > 0,
         "the waiting leader has a session open"
@@ -179,15 +172,13 @@ fn the_leader_deleted_during_a_lock_wait_exits_at_once_and_hands_the_lease_over(
         || (sessions_since(&deleted_at) == 0).then_some(()),
     );
     let locks: i64 = runtime.block_on(async {
-        app.query_one(
+        app.value(
             "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted \
              AND pid <> pg_backend_pid() \
              AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
             &[],
         )
         .await
-        .unwrap()
-        .get(0)
     });
     assert_eq!(locks, 0, "an advisory lock held by another session");
 
@@ -201,14 +192,12 @@ fn the_leader_deleted_during_a_lock_wait_exits_at_once_and_hands_the_lease_over(
     let bt = get_json(plane, &["-n", NS, "boxtable", "orders-outbox"]);
     assert_eq!(bt["status"]["appliedVersion"], 8, "{bt:#}");
     let repeated: i64 = runtime.block_on(async {
-        app.query_one(
+        app.value(
             "SELECT count(*) - count(DISTINCT \"MigrationVersion\") \
              FROM public.\"__BrighterMigrationHistory\" WHERE \"BoxTableName\" = 'outbox'",
             &[],
         )
         .await
-        .unwrap()
-        .get(0)
     });
     assert_eq!(repeated, 0, "a migration recorded twice in the history");
     install.ready_pods(2);

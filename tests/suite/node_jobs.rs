@@ -15,6 +15,7 @@ use boxtable_operator::ident::QualifiedName;
 use boxtable_operator::lock::LockIdentity;
 use serde_json::Value;
 
+use crate::support::Sql;
 use crate::support::control_plane::{ControlPlane, control_plane, root};
 use crate::support::helm::helm;
 use crate::support::node::{get_json, node, operator_image, printed, wait_for};
@@ -240,14 +241,12 @@ fn running_since(pod: &Value, name: &str) -> Option<jiff::Timestamp> {
 async fn migrate_sessions(db: &TestDb) -> i64 {
     db.connect()
         .await
-        .query_one(
+        .value(
             "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
              AND application_name = 'boxtable-operator-migrate'",
             &[],
         )
         .await
-        .unwrap()
-        .get(0)
 }
 
 /// Every other session of `db`: (application_name, state, query).

@@ -28,6 +28,7 @@ use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::watcher;
 use serde_json::Value;
 
+use crate::support::Sql;
 use crate::support::control_plane::{ControlPlane, OPERATOR_NAMESPACE, control_plane, root};
 use crate::support::helm::helm;
 use crate::support::node::{Node, get_json, node, operator_image, printed, wait_for};
@@ -187,16 +188,12 @@ impl Fleet {
             self.db
                 .connect()
                 .await
-                .query(
+                .column(
                     "SELECT row_to_json(h)::text FROM public.\"__BrighterMigrationHistory\" h \
                      ORDER BY \"BoxTableName\", \"MigrationVersion\"",
                     &[],
                 )
                 .await
-                .unwrap()
-                .iter()
-                .map(|r| r.get(0))
-                .collect()
         })
     }
 

@@ -2,6 +2,7 @@
 //! streaming replica made with `pg_basebackup -R`) or a read-only database as the target.
 
 use crate::support;
+use crate::support::Sql;
 use crate::support::advisory_locks;
 use crate::support::reliability::cluster::Cluster;
 use crate::support::reliability::*;
@@ -101,11 +102,7 @@ async fn a_streaming_hot_standby_is_refused_as_read_only_before_any_lock_is_take
     .await
     .unwrap();
     let on_standby = support::connect(&standby.url("postgres")).await;
-    let in_recovery: bool = on_standby
-        .query_one("SELECT pg_is_in_recovery()", &[])
-        .await
-        .unwrap()
-        .get(0);
+    let in_recovery: bool = on_standby.value("SELECT pg_is_in_recovery()", &[]).await;
     assert!(in_recovery, "the replica is a hot standby");
     let dir = tempfile::tempdir().unwrap();
     let manifest = write_outbox_manifest(dir.path(), "outbox", "");

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 
 use crate::support;
+use crate::support::Sql;
 use crate::support::advisory_locks;
 use crate::support::reliability::*;
 
@@ -86,10 +87,8 @@ async fn kill_at(point: u32) -> KillResult {
     set_db_setting(&client, &db.name, "pause_at", None).await;
     let rerun = migrate(&manifest, &db.url).await;
     let rows: i64 = client
-        .query_one("SELECT count(*) FROM public.outbox", &[])
-        .await
-        .unwrap()
-        .get(0);
+        .value("SELECT count(*) FROM public.outbox", &[])
+        .await;
     wait_until_gone(&client, MIGRATE_APP).await;
     let rerun_ok = rerun.code == Some(0)
         && recorded_version(&client, "outbox").await == Some(8)
@@ -201,14 +200,12 @@ async fn sigterm_while_a_step_runs_cancels_the_statement_rolls_back_and_frees_th
     let child = spawn_migrate(&manifest, &db.url);
     wait_until_paused(&client, MIGRATE_APP).await;
     let pid: i32 = client
-        .query_one(
+        .value(
             "SELECT pid FROM pg_stat_activity WHERE application_name = $1 \
              AND datname = current_database()",
             &[&MIGRATE_APP],
         )
-        .await
-        .unwrap()
-        .get(0);
+        .await;
 
     let (run, took) = sigterm(child).await;
 

@@ -10,6 +10,7 @@ use boxtable_operator::report::chain;
 use tokio_util::sync::CancellationToken;
 
 use crate::support;
+use crate::support::Sql;
 use crate::support::advisory_locks;
 use crate::support::migrate::{outbox, outbox_at};
 use crate::support::reliability::*;
@@ -29,14 +30,12 @@ async fn terminating_the_lock_session_mid_run_stops_it_and_commits_nothing() {
     wait_until_paused(&client, MIGRATE_APP).await;
 
     let terminated: bool = client
-        .query_one(
+        .value(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
              WHERE application_name = $1 AND datname = current_database()",
             &[&MIGRATE_APP],
         )
-        .await
-        .unwrap()
-        .get(0);
+        .await;
     assert!(terminated);
     let run = finish(child).await;
     release_pause(&control).await;
@@ -85,13 +84,11 @@ async fn a_failing_step_rolls_back_then_unlocks_keeping_its_error_and_the_next_r
     // back before unlocking (an unlock inside the aborted transaction fails and keeps the lock).
     let held: i64 = session
         .client()
-        .query_one(
+        .value(
             "SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid() AND locktype = 'advisory'",
             &[],
         )
-        .await
-        .unwrap()
-        .get(0);
+        .await;
     assert_eq!(held, 0);
     assert_eq!(recorded_version(&client, "outbox").await, None);
     assert_eq!(column_names(&client, "outbox").await, outbox_columns_at(1));
@@ -107,11 +104,7 @@ async fn hostile_role(db: &support::TestDb, client: &tokio_postgres::Client) -> 
     let role = format!("rel_{}", db.name);
     let password = "reliability-role-password";
     // idle_session_timeout exists from PostgreSQL 14; 13 has no such setting to break the wait.
-    let version: String = client
-        .query_one("SHOW server_version_num", &[])
-        .await
-        .unwrap()
-        .get(0);
+    let version: String = client.value("SHOW server_version_num", &[]).await;
     let idle = if version.parse::<i32>().unwrap() >= 140_000 {
         format!("ALTER ROLE \"{role}\" SET idle_session_timeout = '500ms';")
     } else {
@@ -153,10 +146,8 @@ async fn role_timeouts_do_not_break_a_long_lock_wait() {
         .unwrap();
     let shown: String = session
         .client()
-        .query_one("SELECT current_setting('statement_timeout')", &[])
-        .await
-        .unwrap()
-        .get(0);
+        .value("SELECT current_setting('statement_timeout')", &[])
+        .await;
     assert_eq!(shown, "500ms", "the role's settings apply to the session");
     let plan = outbox("outbox")
         .lock_timeout(Duration::from_secs(10))

@@ -50,6 +50,7 @@ use tokio_postgres::Client;
 
 use crate::soak_node::{self, OnNode};
 use crate::support;
+use crate::support::Sql;
 use crate::support::control_plane::OPERATOR_NAMESPACE;
 use crate::support::e2e::{Cluster, Rule, connect};
 
@@ -929,24 +930,20 @@ impl Soak {
             }
             if entry.drop {
                 let table_left: bool = client
-                    .query_one(
+                    .value(
                         "SELECT to_regclass($1) IS NOT NULL",
                         &[&format!("\"{}\".\"{}\"", entry.schema, entry.table)],
                     )
-                    .await
-                    .unwrap()
-                    .get(0);
+                    .await;
                 let rows: i64 = client
-                    .query_one(
+                    .value(
                         &format!(
                             "SELECT count(*) FROM public.{HISTORY_TABLE} \
                              WHERE \"SchemaName\" = $1 AND \"BoxTableName\" = $2"
                         ),
                         &[&entry.schema, &entry.table],
                     )
-                    .await
-                    .unwrap()
-                    .get(0);
+                    .await;
                 if table_left || rows > 0 {
                     self.survived_drop(client, &entry, table_left, rows).await;
                 }

@@ -15,6 +15,7 @@ use kube::api::{Api, DeleteParams, PostParams};
 
 use boxtable_operator::crd::BoxTable;
 
+use crate::support::Sql;
 use crate::support::controller::*;
 
 const USER_COMMENT: &str = "messages of the shop; see the runbook";
@@ -23,13 +24,11 @@ const USER_COMMENT: &str = "messages of the shop; see the runbook";
 async fn comment(h: &Harness, qualified: &str) -> Option<String> {
     h.sql()
         .await
-        .query_one(
+        .value(
             "SELECT pg_catalog.obj_description(to_regclass($1), 'pg_class')",
             &[&qualified],
         )
         .await
-        .unwrap()
-        .get(0)
 }
 
 /// Replaces the table's comment with `text`.

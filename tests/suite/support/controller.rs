@@ -32,7 +32,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::support::TestDb;
 use crate::support::control_plane::{ControlPlane, OperatorToken, control_plane};
+use crate::support::db::Sql;
 use crate::support::fault_proxy::FaultProxy;
+pub use crate::support::wait::{DEADLINE, wait_until};
 
 /// The prefix of each test's namespace (the controller watches only that one).
 pub const NAMESPACE: &str = "ctl";
@@ -40,9 +42,6 @@ pub const NAMESPACE: &str = "ctl";
 pub const SECRET: &str = "shop-db";
 /// The drift-check interval: short, so that "the next resync" comes quickly.
 pub const RESYNC: Duration = Duration::from_secs(2);
-/// How long any wait may take before the test fails: generous, because the suite runs on busy
-/// machines and every wait returns as soon as its condition holds.
-pub const DEADLINE: Duration = Duration::from_secs(60);
 /// How often waits poll the API server.
 const POLL: Duration = Duration::from_millis(100);
 
@@ -717,10 +716,8 @@ impl Harness {
     pub async fn table_exists(&self, qualified: &str) -> bool {
         self.sql()
             .await
-            .query_one("SELECT to_regclass($1) IS NOT NULL", &[&qualified])
+            .value("SELECT to_regclass($1) IS NOT NULL", &[&qualified])
             .await
-            .unwrap()
-            .get(0)
     }
 
     /// The versions in `public."__BrighterMigrationHistory"` for `schema.table`, ordered (empty
@@ -728,41 +725,33 @@ impl Harness {
     pub async fn history_versions(&self, schema: &str, table: &str) -> Vec<i32> {
         let client = self.sql().await;
         let exists: bool = client
-            .query_one(
+            .value(
                 "SELECT to_regclass('public.\"__BrighterMigrationHistory\"') IS NOT NULL",
                 &[],
             )
-            .await
-            .unwrap()
-            .get(0);
+            .await;
         if !exists {
             return Vec::new();
         }
         client
-            .query(
+            .column(
                 "SELECT \"MigrationVersion\" FROM public.\"__BrighterMigrationHistory\" \
                  WHERE \"SchemaName\" = $1 AND \"BoxTableName\" = $2 ORDER BY 1",
                 &[&schema, &table],
             )
             .await
-            .unwrap()
-            .iter()
-            .map(|r| r.get(0))
-            .collect()
     }
 
     /// Sessions the operator has open on the test database.
     pub async fn operator_sessions(&self) -> i64 {
         self.sql()
             .await
-            .query_one(
+            .value(
                 "SELECT count(*) FROM pg_stat_activity \
                  WHERE datname = $1 AND application_name LIKE 'boxtable-operator%'",
                 &[&self.db.name],
             )
             .await
-            .unwrap()
-            .get(0)
     }
 
     /// A session named `application_name` holding Brighter's lock for `schema.table`, as a
@@ -773,16 +762,10 @@ impl Harness {
         let client = crate::support::connect_config(&config).await;
         let key = lock_key(schema, table);
         let taken: bool = client
-            .query_one("SELECT pg_try_advisory_lock($1)", &[&key])
-            .await
-            .unwrap()
-            .get(0);
+            .value("SELECT pg_try_advisory_lock($1)", &[&key])
+            .await;
         assert!(taken, "the test could not take the lock itself");
-        let pid: i32 = client
-            .query_one("SELECT pg_backend_pid()", &[])
-            .await
-            .unwrap()
-            .get(0);
+        let pid: i32 = client.value("SELECT pg_backend_pid()", &[]).await;
         LockHolder { client, key, pid }
     }
 }
@@ -812,26 +795,8 @@ impl LockHolder {
     pub async fn release(&self) {
         let released: bool = self
             .client
-            .query_one("SELECT pg_advisory_unlock($1)", &[&self.key])
-            .await
-            .unwrap()
-            .get(0);
+            .value("SELECT pg_advisory_unlock($1)", &[&self.key])
+            .await;
         assert!(released, "the test session did not hold the lock");
-    }
-}
-
-/// Polls `check` until it yields true, failing with `what` after [`DEADLINE`].
-pub async fn wait_until<F, Fut>(what: &str, check: F)
-where
-    F: Fn() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let started = Instant::now();
-    while !check().await {
-        assert!(
-            started.elapsed() < DEADLINE,
-            "gave up waiting for {what} after {DEADLINE:?}"
-        );
-        tokio::time::sleep(POLL).await;
     }
 }

@@ -2,8 +2,59 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use std::future::Future;
+
 use boxtable_operator::db::{Connection, Session};
+use tokio_postgres::types::{FromSqlOwned, ToSql};
 use tokio_postgres::{Client, Config, NoTls};
+
+/// The two shapes of read the tests make, failing the test on any error: one value, or the
+/// first column of every row. `client.value::<i64>("SELECT count(*) ...", &[]).await`.
+pub trait Sql {
+    /// The first column of the one row `sql` returns.
+    fn value<'a, T: FromSqlOwned + Send + 'a>(
+        &'a self,
+        sql: &'a str,
+        params: &'a [&'a (dyn ToSql + Sync)],
+    ) -> impl Future<Output = T> + Send + 'a;
+
+    /// The first column of every row `sql` returns, in the server's order.
+    fn column<'a, T: FromSqlOwned + Send + 'a>(
+        &'a self,
+        sql: &'a str,
+        params: &'a [&'a (dyn ToSql + Sync)],
+    ) -> impl Future<Output = Vec<T>> + Send + 'a;
+}
+
+impl Sql for Client {
+    fn value<'a, T: FromSqlOwned + Send + 'a>(
+        &'a self,
+        sql: &'a str,
+        params: &'a [&'a (dyn ToSql + Sync)],
+    ) -> impl Future<Output = T> + Send + 'a {
+        async move {
+            self.query_one(sql, params)
+                .await
+                .unwrap_or_else(|e| panic!("{sql}: {e:?}"))
+                .get(0)
+        }
+    }
+
+    fn column<'a, T: FromSqlOwned + Send + 'a>(
+        &'a self,
+        sql: &'a str,
+        params: &'a [&'a (dyn ToSql + Sync)],
+    ) -> impl Future<Output = Vec<T>> + Send + 'a {
+        async move {
+            self.query(sql, params)
+                .await
+                .unwrap_or_else(|e| panic!("{sql}: {e:?}"))
+                .iter()
+                .map(|row| row.get(0))
+                .collect()
+        }
+    }
+}
 
 /// The server URL, or a failure that says how to get one. Tests never skip silently.
 pub fn database_url() -> String {
@@ -123,14 +174,12 @@ pub async fn prepared_statements(client: &Client) -> Vec<(String, String)> {
 /// Advisory locks in this database, granted or awaited, held by any session.
 pub async fn advisory_locks(client: &Client) -> i64 {
     client
-        .query_one(
+        .value(
             "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' \
              AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
             &[],
         )
         .await
-        .unwrap()
-        .get(0)
 }
 
 /// The operator's sessions on this database (`application_name` `boxtable-operator/...`):

@@ -4,6 +4,7 @@
 //! With [`Cluster::start_with_faults`] the operator talks to the server through a fault-injecting
 //! proxy ([`Faults`]) that the test steers.
 
+use crate::support::db::Sql;
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -234,14 +235,12 @@ impl Cluster {
             timeout,
             || async {
                 let n: i64 = observer
-                    .query_one(
+                    .value(
                         "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE $1 \
                      AND wait_event_type = 'Lock' AND query LIKE 'ALTER TABLE%'",
                         &[&sessions],
                     )
-                    .await
-                    .unwrap()
-                    .get(0);
+                    .await;
                 (n == 1).then_some(())
             },
         )
@@ -257,18 +256,13 @@ impl Cluster {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             let holders: Vec<String> = client
-                .query(
+                .column(
                     "SELECT format('pid %s (%s)', l.pid, a.application_name) FROM pg_locks l \
                      LEFT JOIN pg_stat_activity a ON a.pid = l.pid \
                      WHERE l.locktype = 'advisory' \
                      AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())",
                     &[],
-                )
-                .await
-                .unwrap()
-                .iter()
-                .map(|r| r.get(0))
-                .collect();
+                ).await;
             if holders.is_empty() {
                 return;
             }

@@ -16,6 +16,7 @@ use boxtable_operator::report::chain;
 use tokio_postgres::Client;
 use tokio_util::sync::CancellationToken;
 
+use crate::support::db::Sql;
 use crate::support::{TestDb, advisory_locks};
 
 /// A plan under construction: `outbox("Outbox").in_schema("sales").binary().build()`.
@@ -170,13 +171,11 @@ pub async fn drop_as_owner(
 /// The comment on `qualified` (like `public.outbox`), `None` without one.
 pub async fn table_comment(client: &Client, qualified: &str) -> Option<String> {
     client
-        .query_one(
+        .value(
             "SELECT pg_catalog.obj_description(to_regclass($1), 'pg_class')",
             &[&qualified],
         )
         .await
-        .unwrap()
-        .get(0)
 }
 
 /// A dedicated session on the test database, as the operator opens one.
@@ -229,17 +228,13 @@ pub async fn columns(client: &Client, schema: &str, table: &str) -> Vec<ColumnRo
 /// The table's constraints as `pg_get_constraintdef` prints them, sorted.
 pub async fn constraints(client: &Client, schema: &str, table: &str) -> Vec<String> {
     client
-        .query(
+        .column(
             "SELECT pg_get_constraintdef(k.oid) FROM pg_constraint k \
              JOIN pg_class c ON c.oid = k.conrelid JOIN pg_namespace n ON n.oid = c.relnamespace \
              WHERE n.nspname = $1 AND c.relname = $2 AND k.contype IN ('p', 'u') ORDER BY 1",
             &[&schema, &table],
         )
         .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect()
 }
 
 /// The table's index names and definitions, sorted by name.
@@ -292,14 +287,12 @@ pub async fn history_versions(client: &Client, schema: &str) -> Vec<(i32, String
 /// Whether `"<schema>"."__BrighterMigrationHistory"` exists.
 pub async fn history_exists(client: &Client, schema: &str) -> bool {
     client
-        .query_one(
+        .value(
             "SELECT EXISTS (SELECT 1 FROM information_schema.tables \
              WHERE table_schema = $1 AND table_name = '__BrighterMigrationHistory')",
             &[&schema],
         )
         .await
-        .unwrap()
-        .get(0)
 }
 
 /// Everything a run could change, as sorted text: every column, constraint and index outside the

@@ -18,9 +18,10 @@ pub mod monitoring;
 pub mod node;
 pub mod node_install;
 pub mod reliability;
+pub mod wait;
 pub mod wire;
 
 pub use db::{
-    TestDb, advisory_locks, connect, connect_config, database_url, fresh_db, operator_sessions,
-    prepared_statements, url_with_dbname,
+    Sql, TestDb, advisory_locks, connect, connect_config, database_url, fresh_db,
+    operator_sessions, prepared_statements, url_with_dbname,
 };

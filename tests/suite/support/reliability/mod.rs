@@ -7,11 +7,12 @@ pub mod cluster;
 pub mod pooler;
 
 use std::collections::BTreeSet;
-use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use crate::support::db::Sql;
+use crate::support::wait::wait_until_within;
 use boxtable_operator::ident::QualifiedName;
 use boxtable_operator::lock::LockIdentity;
 use serde_json::Value;
@@ -119,15 +120,13 @@ pub async fn release_brighter_lock(client: &Client, table: &str) {
 pub async fn brighter_lock_holders(client: &Client, table: &str) -> i64 {
     let id = identity(table);
     client
-        .query_one(
+        .value(
             "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted \
              AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) \
              AND classid = $1::int8::oid AND objid = $2::int8::oid AND objsubid = 1",
             &[&i64::from(id.classid()), &i64::from(id.objid())],
         )
         .await
-        .unwrap()
-        .get(0)
 }
 
 /// Backends of this database whose `application_name` is `app`, optionally filtered by an extra
@@ -137,7 +136,7 @@ pub async fn backends(client: &Client, app: &str, condition: &str) -> i64 {
         "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
          AND application_name = $1 AND pid <> pg_backend_pid() AND ({condition})"
     );
-    client.query_one(&sql, &[&app]).await.unwrap().get(0)
+    client.value(&sql, &[&app]).await
 }
 
 /// How long a wait on a server-side condition may take before the test fails: generous, because
@@ -150,56 +149,31 @@ pub const PROMPT: Duration = Duration::from_secs(10);
 
 /// The backend pid of `client`'s session.
 pub async fn backend_pid(client: &Client) -> i32 {
-    client
-        .query_one("SELECT pg_backend_pid()", &[])
-        .await
-        .unwrap()
-        .get(0)
+    client.value("SELECT pg_backend_pid()", &[]).await
 }
 
 /// Waits until the backend `pid` has ended. A client that disconnects returns before its backend
 /// has exited and freed its locks, so count locks only after this.
 pub async fn wait_until_backend_gone(client: &Client, pid: i32) {
-    wait_until(
+    wait_until_within(
         &format!("backend {pid} is gone from pg_stat_activity"),
         WAIT,
         || async {
             let n: i64 = client
-                .query_one(
+                .value(
                     "SELECT count(*) FROM pg_stat_activity WHERE pid = $1",
                     &[&pid],
                 )
-                .await
-                .unwrap()
-                .get(0);
+                .await;
             n == 0
         },
     )
     .await;
 }
 
-/// Polls `check` every 20 ms until it returns true; fails the test naming `what` at the deadline.
-pub async fn wait_until<F, Fut>(what: &str, deadline: Duration, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let start = Instant::now();
-    loop {
-        if check().await {
-            return;
-        }
-        assert!(
-            start.elapsed() < deadline,
-            "timed out after {deadline:?} waiting until {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 /// Waits until the migrate session is blocked in the DDL hook.
 pub async fn wait_until_paused(client: &Client, app: &str) {
-    wait_until(
+    wait_until_within(
         "the migrate session waits in the DDL hook",
         WAIT,
         || async {
@@ -219,7 +193,7 @@ pub async fn wait_until_paused(client: &Client, app: &str) {
 /// statement either the try itself or the "has the holder finished the work?" catalog check that
 /// follows each failed try.
 pub async fn wait_until_polling(client: &Client, app: &str) {
-    wait_until(
+    wait_until_within(
         "the migrate session polls pg_try_advisory_lock",
         WAIT,
         || async {
@@ -237,7 +211,7 @@ pub async fn wait_until_polling(client: &Client, app: &str) {
 
 /// Waits until no session of `app` is left in this database.
 pub async fn wait_until_gone(client: &Client, app: &str) {
-    wait_until(
+    wait_until_within(
         "the migrate session is gone from pg_stat_activity",
         WAIT,
         || async { backends(client, app, "true").await == 0 },
@@ -290,40 +264,34 @@ pub fn outbox_columns_at(v: u32) -> BTreeSet<String> {
 /// The columns of `public.<table>`.
 pub async fn column_names(client: &Client, table: &str) -> BTreeSet<String> {
     client
-        .query(
+        .column(
             "SELECT column_name::text FROM information_schema.columns \
              WHERE table_schema = 'public' AND table_name = $1",
             &[&table],
         )
         .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
+        .into_iter()
         .collect()
 }
 
 /// The highest recorded version of `public.<table>`, or `None` without history.
 pub async fn recorded_version(client: &Client, table: &str) -> Option<i32> {
     let exists: bool = client
-        .query_one(
+        .value(
             "SELECT to_regclass('public.\"__BrighterMigrationHistory\"') IS NOT NULL",
             &[],
         )
-        .await
-        .unwrap()
-        .get(0);
+        .await;
     if !exists {
         return None;
     }
     client
-        .query_one(
+        .value(
             "SELECT max(\"MigrationVersion\") FROM public.\"__BrighterMigrationHistory\" \
              WHERE \"SchemaName\" = 'public' AND \"BoxTableName\" = $1",
             &[&table],
         )
         .await
-        .unwrap()
-        .get(0)
 }
 
 /// A BoxTable manifest for an outbox `table`, with `extra` appended to `spec` (YAML, 2-space
