@@ -27,32 +27,28 @@ pub trait Sql {
 }
 
 impl Sql for Client {
-    fn value<'a, T: FromSqlOwned + Send + 'a>(
+    async fn value<'a, T: FromSqlOwned + Send + 'a>(
         &'a self,
         sql: &'a str,
         params: &'a [&'a (dyn ToSql + Sync)],
-    ) -> impl Future<Output = T> + Send + 'a {
-        async move {
-            self.query_one(sql, params)
-                .await
-                .unwrap_or_else(|e| panic!("{sql}: {e:?}"))
-                .get(0)
-        }
+    ) -> T {
+        self.query_one(sql, params)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e:?}"))
+            .get(0)
     }
 
-    fn column<'a, T: FromSqlOwned + Send + 'a>(
+    async fn column<'a, T: FromSqlOwned + Send + 'a>(
         &'a self,
         sql: &'a str,
         params: &'a [&'a (dyn ToSql + Sync)],
-    ) -> impl Future<Output = Vec<T>> + Send + 'a {
-        async move {
-            self.query(sql, params)
-                .await
-                .unwrap_or_else(|e| panic!("{sql}: {e:?}"))
-                .iter()
-                .map(|row| row.get(0))
-                .collect()
-        }
+    ) -> Vec<T> {
+        self.query(sql, params)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e:?}"))
+            .iter()
+            .map(|row| row.get(0))
+            .collect()
     }
 }
 
