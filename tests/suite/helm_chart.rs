@@ -133,24 +133,67 @@ fn template(major: &str, values: &[&str]) -> Vec<Json> {
 
 /// `kubectl kustomize deploy/`.
 fn kustomize_deploy() -> Vec<Json> {
+    kustomize(&root().join("deploy"))
+}
+
+/// `kubectl kustomize <dir>`, as objects.
+fn kustomize(dir: &Path) -> Vec<Json> {
     let kubectl = kubectl_for_kustomize();
     let out = Command::new(&kubectl)
-        .args(["kustomize", "deploy"])
+        .arg("kustomize")
+        .arg(dir)
         .current_dir(root())
         .output()
         .unwrap_or_else(|e| {
             panic!(
-                "`{} kustomize deploy` cannot run ({e}): run scripts/test.sh, which builds \
-                 kubectl with the control plane, or set KUBECTL to a kubectl 1.27 or newer",
+                "`{} kustomize` cannot run ({e}): run scripts/test.sh, which builds kubectl with \
+                 the control plane, or set KUBECTL to a kubectl 1.27 or newer",
                 kubectl.display()
             )
         });
     assert!(
         out.status.success(),
-        "kubectl kustomize deploy failed:\n{}",
+        "kubectl kustomize {} failed:\n{}",
+        dir.display(),
         String::from_utf8_lossy(&out.stderr)
     );
     objects(&String::from_utf8(out.stdout).unwrap())
+}
+
+/// `kubectl kustomize` of an overlay of deploy/ with `components` (paths from the repository's
+/// root). kustomize takes only relative paths to bases, so the overlay lives in the
+/// repository's ignored .tmp/ while it renders.
+fn kustomize_with_components(components: &[&str]) -> Vec<Json> {
+    std::fs::create_dir_all(root().join(".tmp")).unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix("helm-chart-test-")
+        .tempdir_in(root().join(".tmp"))
+        .unwrap();
+    let mut kustomization = "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n\
+        resources:\n  - ../../deploy\ncomponents:\n"
+        .to_owned();
+    for component in components {
+        kustomization.push_str(&format!("  - ../../{component}\n"));
+    }
+    std::fs::write(dir.path().join("kustomization.yaml"), kustomization).unwrap();
+    kustomize(dir.path())
+}
+
+/// Fails unless the chart rendered with Helm 3 and Helm 4 and `values` holds `expected`'s
+/// objects, differing only as NAMED_DIFFERENCES allows.
+fn assert_chart_renders(expected: &[Json], values: &[&str], what: &str) {
+    for major in ["v3", "v4"] {
+        let chart = template(major, values);
+        let mut found = compare(expected, &chart);
+        found.sort();
+        let mut named = named_differences();
+        named.sort();
+        assert_eq!(
+            found, named,
+            "helm {major} {values:?} differs from {what} beyond the named differences \
+             (NAMED_DIFFERENCES says why each is allowed)"
+        );
+    }
 }
 
 /// `<apiVersion> <kind> [<namespace>/]<name>`.
@@ -521,19 +564,7 @@ fn helm_lint_rejects_values_the_schema_does_not_allow() {
 
 #[test]
 fn default_values_render_the_objects_of_deploy_with_helm_3_and_helm_4() {
-    let deploy = kustomize_deploy();
-    for major in ["v3", "v4"] {
-        let chart = template(major, &[]);
-        let mut found = compare(&deploy, &chart);
-        found.sort();
-        let mut named = named_differences();
-        named.sort();
-        assert_eq!(
-            found, named,
-            "helm {major} template differs from kubectl kustomize deploy/ beyond the named \
-             differences (NAMED_DIFFERENCES says why each is allowed)"
-        );
-    }
+    assert_chart_renders(&kustomize_deploy(), &[], "kubectl kustomize deploy/");
 }
 
 #[test]
@@ -637,59 +668,20 @@ fn watched_namespaces_get_roles_there_and_nothing_cluster_wide() {
 
 #[test]
 fn watching_shop_and_billing_renders_the_objects_of_the_namespaced_install_example() {
-    let kubectl = kubectl_for_kustomize();
-    let out = Command::new(&kubectl)
-        .args(["kustomize", "examples/namespaced-install"])
-        .current_dir(root())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "kubectl kustomize examples/namespaced-install: {}",
-        String::from_utf8_lossy(&out.stderr)
+    assert_chart_renders(
+        &kustomize(&root().join("examples/namespaced-install")),
+        &["--set-json", r#"watchNamespaces=["shop","billing"]"#],
+        "examples/namespaced-install",
     );
-    let example = objects(&String::from_utf8(out.stdout).unwrap());
-    for major in ["v3", "v4"] {
-        let chart = template(
-            major,
-            &["--set-json", r#"watchNamespaces=["shop","billing"]"#],
-        );
-        let mut found = compare(&example, &chart);
-        found.sort();
-        let mut named = named_differences();
-        named.sort();
-        assert_eq!(
-            found, named,
-            "helm {major} with watchNamespaces differs from examples/namespaced-install"
-        );
-    }
 }
 
 #[test]
 fn secure_metrics_render_the_objects_of_the_secure_metrics_example() {
-    let kubectl = kubectl_for_kustomize();
-    let out = Command::new(&kubectl)
-        .args(["kustomize", "examples/secure-metrics"])
-        .current_dir(root())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "kubectl kustomize examples/secure-metrics: {}",
-        String::from_utf8_lossy(&out.stderr)
+    assert_chart_renders(
+        &kustomize(&root().join("examples/secure-metrics")),
+        &["--set", SECURE_METRICS],
+        "examples/secure-metrics",
     );
-    let example = objects(&String::from_utf8(out.stdout).unwrap());
-    for major in ["v3", "v4"] {
-        let chart = template(major, &["--set", SECURE_METRICS]);
-        let mut found = compare(&example, &chart);
-        found.sort();
-        let mut named = named_differences();
-        named.sort();
-        assert_eq!(
-            found, named,
-            "helm {major} with {SECURE_METRICS} differs from examples/secure-metrics"
-        );
-    }
 }
 
 #[test]
@@ -832,27 +824,7 @@ fn values_reach_the_deployment() {
 
 #[test]
 fn the_monitoring_objects_match_the_kustomize_monitoring_component() {
-    // kustomize takes only relative paths to bases, so the overlay lives in the repository's
-    // ignored .tmp/ while the test runs.
-    std::fs::create_dir_all(root().join(".tmp")).unwrap();
-    let dir = tempfile::Builder::new()
-        .prefix("helm-chart-test-")
-        .tempdir_in(root().join(".tmp"))
-        .unwrap();
-    let kustomization = "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n\
-        resources:\n  - ../../deploy\ncomponents:\n  - ../../deploy/monitoring\n";
-    std::fs::write(dir.path().join("kustomization.yaml"), kustomization).unwrap();
-    let out = Command::new(kubectl_for_kustomize())
-        .arg("kustomize")
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "kubectl kustomize with the monitoring component: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let deploy = objects(&String::from_utf8(out.stdout).unwrap());
+    let deploy = kustomize_with_components(&["deploy/monitoring"]);
     let monitoring = [
         ("ServiceMonitor", "boxtable-operator"),
         ("PrometheusRule", "boxtable-operator"),
@@ -895,26 +867,8 @@ fn the_monitoring_objects_match_the_kustomize_monitoring_component() {
 
 #[test]
 fn with_secure_metrics_the_servicemonitor_matches_the_kustomize_components() {
-    std::fs::create_dir_all(root().join(".tmp")).unwrap();
-    let dir = tempfile::Builder::new()
-        .prefix("helm-chart-test-")
-        .tempdir_in(root().join(".tmp"))
-        .unwrap();
-    let kustomization = "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n\
-        resources:\n  - ../../deploy\ncomponents:\n  - ../../deploy/monitoring\n  \
-        - ../../deploy/components/secure-metrics\n";
-    std::fs::write(dir.path().join("kustomization.yaml"), kustomization).unwrap();
-    let out = Command::new(kubectl_for_kustomize())
-        .arg("kustomize")
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "kubectl kustomize with the monitoring and secure-metrics components: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let deploy = objects(&String::from_utf8(out.stdout).unwrap());
+    let deploy =
+        kustomize_with_components(&["deploy/monitoring", "deploy/components/secure-metrics"]);
     let expected = find(&deploy, "ServiceMonitor", "boxtable-operator");
     assert_eq!(expected["spec"]["endpoints"][0]["scheme"], "https");
     for major in ["v3", "v4"] {

@@ -2,9 +2,10 @@
 
 use std::time::Duration;
 
-use boxtable_operator::migrate::{BoxKind, InvalidPlan, Payload, RunError};
+use boxtable_operator::migrate::{BoxKind, InvalidPlan, Payload, Plan, RunError};
 use boxtable_operator::reason::Reason;
 use boxtable_operator::report::chain;
+use tokio_postgres::Client;
 
 use crate::support;
 use crate::support::advisory_locks;
@@ -216,8 +217,10 @@ async fn a_step_failing_midway_rolls_back_everything_including_the_history_table
     assert_eq!((outcome.from_version, outcome.to_version), (2, 8));
 }
 
-#[tokio::test]
-async fn a_ddl_lock_timeout_makes_a_step_on_a_busy_table_fail_quickly() {
+/// Runs `plan` on a V6 `public.outbox` that another session holds in ACCESS SHARE mode (its
+/// transaction left open), failing the test unless the run ends in an error within 60 s. Returns
+/// a session of the test, the busy session, and the error.
+async fn run_on_a_busy_v6_outbox(plan: &Plan) -> (Client, Client, RunError) {
     let db = support::fresh_db().await;
     let client = db.connect().await;
     outbox_at(&client, "public.outbox", 6, 1).await;
@@ -225,14 +228,19 @@ async fn a_ddl_lock_timeout_makes_a_step_on_a_busy_table_fail_quickly() {
     busy.batch_execute("BEGIN; LOCK TABLE public.outbox IN ACCESS SHARE MODE")
         .await
         .unwrap();
+    let err = tokio::time::timeout(Duration::from_secs(60), run(&db, plan))
+        .await
+        .expect("the step must end instead of waiting for the table lock")
+        .unwrap_err();
+    (client, busy, err)
+}
+
+#[tokio::test]
+async fn a_ddl_lock_timeout_makes_a_step_on_a_busy_table_fail_quickly() {
     let plan = outbox("Outbox")
         .ddl_lock_timeout(Duration::from_millis(200))
         .build();
-
-    let err = tokio::time::timeout(Duration::from_secs(60), run(&db, &plan))
-        .await
-        .expect("the step must not wait for the table lock")
-        .unwrap_err();
+    let (client, busy, err) = run_on_a_busy_v6_outbox(&plan).await;
 
     assert!(
         matches!(&err, RunError::TableLockTimeout { operation, .. } if operation.starts_with("migration V7 ")),
@@ -253,21 +261,10 @@ async fn a_ddl_lock_timeout_makes_a_step_on_a_busy_table_fail_quickly() {
 
 #[tokio::test]
 async fn a_statement_timeout_fails_the_step_and_rolls_back() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
-    outbox_at(&client, "public.outbox", 6, 1).await;
-    let busy = db.connect().await;
-    busy.batch_execute("BEGIN; LOCK TABLE public.outbox IN ACCESS SHARE MODE")
-        .await
-        .unwrap();
     let plan = outbox("Outbox")
         .statement_timeout(Duration::from_millis(300))
         .build();
-
-    let err = tokio::time::timeout(Duration::from_secs(60), run(&db, &plan))
-        .await
-        .expect("the statement timeout must end the step")
-        .unwrap_err();
+    let (client, busy, err) = run_on_a_busy_v6_outbox(&plan).await;
 
     assert_eq!(err.reason(), Reason::MigrationFailed);
     assert!(chain(&err).contains("57014"), "{}", chain(&err));
