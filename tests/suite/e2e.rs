@@ -112,16 +112,7 @@ async fn kubectl_apply_of_the_examples_gets_every_boxtable_ready_and_get_wide_sh
         "scratch-outbox",
         "billing-outbox",
     ] {
-        cluster
-            .kubectl_ok(&[
-                "-n",
-                "shop",
-                "wait",
-                "--for=condition=Ready",
-                &format!("boxtable/{name}"),
-                "--timeout=60s",
-            ])
-            .await;
+        cluster.wait_ready_within("shop", name, 60).await;
     }
     let wide = cluster
         .kubectl_ok(&["-n", "shop", "get", "boxtables", "-o", "wide"])
@@ -190,17 +181,7 @@ async fn two_operator_processes_migrate_twenty_boxtables_exactly_once() {
         })
         .collect();
     cluster.apply(manifests).await;
-    cluster
-        .kubectl_ok(&[
-            "-n",
-            "pair",
-            "wait",
-            "--for=condition=Ready",
-            "boxtable",
-            "--all",
-            "--timeout=90s",
-        ])
-        .await;
+    cluster.wait_ready_within("pair", "--all", 90).await;
     for mut operator in [first, second] {
         operator.signal("TERM");
         let status = operator.child.wait().unwrap();
@@ -280,16 +261,7 @@ async fn a_sigkilled_operator_leaves_no_partial_table_or_lock_and_a_restart_conv
     );
 
     let _restarted = cluster.operator("kill", "e2e-restarted");
-    cluster
-        .kubectl_ok(&[
-            "-n",
-            "kill",
-            "wait",
-            "--for=condition=Ready",
-            "boxtable/victim",
-            "--timeout=60s",
-        ])
-        .await;
+    cluster.wait_ready_within("kill", "victim", 60).await;
     let rows = history_rows(&cluster, "victim").await;
     assert_eq!(
         rows.first(),
@@ -349,17 +321,7 @@ async fn the_operator_converges_through_api_server_errors_conflicts_and_dropped_
         seen = watches.hits();
         cluster.api.drop_watches();
     }
-    cluster
-        .kubectl_ok(&[
-            "-n",
-            "faults",
-            "wait",
-            "--for=condition=Ready",
-            "boxtable",
-            "--all",
-            "--timeout=90s",
-        ])
-        .await;
+    cluster.wait_ready_within("faults", "--all", 90).await;
     assert_eq!(failing.hits(), 3, "500s injected");
     assert_eq!(conflicting.hits(), 2, "409s injected");
     assert_eq!(unavailable.hits(), 2, "503s injected");
@@ -431,16 +393,7 @@ async fn invalid_manifests_are_refused_by_kubectl_apply_and_nothing_reaches_the_
 
     // Changing the table of an existing BoxTable is refused by the CEL immutability rule.
     cluster.apply(valid.clone()).await;
-    cluster
-        .kubectl_ok(&[
-            "-n",
-            "bad",
-            "wait",
-            "--for=condition=Ready",
-            "boxtable/good",
-            "--timeout=60s",
-        ])
-        .await;
+    cluster.wait_ready_within("bad", "good", 60).await;
     let renamed = valid.replace("table: good_outbox", "table: other_outbox");
     let out = cluster
         .kubectl_with_stdin(&["apply", "-f", "-"], Some(renamed))

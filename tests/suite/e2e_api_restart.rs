@@ -127,16 +127,7 @@ async fn a_migration_survives_the_api_server_being_killed_and_restarted_and_runs
         .await;
     let ready_at = Timestamp::now();
 
-    cluster
-        .kubectl_ok(&[
-            "-n",
-            ns,
-            "wait",
-            "--for=condition=Ready",
-            "boxtable/busy",
-            "--timeout=180s",
-        ])
-        .await;
+    cluster.wait_ready_within(ns, "busy", 180).await;
     let rows = history(&cluster, "busy").await;
     assert_eq!(
         rows,
@@ -213,16 +204,7 @@ async fn after_an_etcd_compaction_expires_the_watch_the_operator_relists_and_con
     let ready_at = Timestamp::now();
 
     cluster.apply(boxtable(ns, "second", "second_outbox")).await;
-    cluster
-        .kubectl_ok(&[
-            "-n",
-            ns,
-            "wait",
-            "--for=condition=Ready",
-            "boxtable/second",
-            "--timeout=180s",
-        ])
-        .await;
+    cluster.wait_ready_within(ns, "second", 180).await;
     cluster
         .eventually("the operator to list BoxTables again", WAIT, || async {
             (list_calls(plane, &token) > lists_before).then_some(())

@@ -45,17 +45,7 @@ async fn three_ready_boxtables(cluster: &Cluster, ns: &str) {
         + &boxtable(ns, "drop-b", "drop_b", "Drop")
         + &boxtable(ns, "kept", "kept", "Retain");
     cluster.apply(manifests).await;
-    cluster
-        .kubectl_ok(&[
-            "-n",
-            ns,
-            "wait",
-            "--for=condition=Ready",
-            "boxtable",
-            "--all",
-            "--timeout=120s",
-        ])
-        .await;
+    cluster.wait_ready_within(ns, "--all", 120).await;
 }
 
 async fn secret_finalizers(cluster: &Cluster, ns: &str) -> String {
@@ -183,17 +173,7 @@ async fn with_the_operator_gone_retain_boxtables_and_their_namespace_are_deleted
                 + &boxtable(ns, "kept-c", "kept_c", "Retain"),
         )
         .await;
-    cluster
-        .kubectl_ok(&[
-            "-n",
-            ns,
-            "wait",
-            "--for=condition=Ready",
-            "boxtable",
-            "--all",
-            "--timeout=120s",
-        ])
-        .await;
+    cluster.wait_ready_within(ns, "--all", 120).await;
     let finalizers = cluster
         .kubectl_ok(&[
             "-n",

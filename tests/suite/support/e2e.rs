@@ -125,6 +125,22 @@ impl Cluster {
         .unwrap()
     }
 
+    /// `kubectl wait` until `which` in `ns` is Ready (a BoxTable's name, or `--all`), failing
+    /// after `timeout_secs`.
+    pub async fn wait_ready_within(&self, ns: &str, which: &str, timeout_secs: u64) {
+        let one = format!("boxtable/{which}");
+        let target: &[&str] = if which == "--all" {
+            &["boxtable", "--all"]
+        } else {
+            &[&one]
+        };
+        let timeout = format!("--timeout={timeout_secs}s");
+        let mut args = vec!["-n", ns, "wait", "--for=condition=Ready"];
+        args.extend_from_slice(target);
+        args.push(&timeout);
+        self.kubectl_ok(&args).await;
+    }
+
     /// Runs kubectl and requires success; returns stdout.
     pub async fn kubectl_ok(&self, args: &[&str]) -> String {
         let out = self.kubectl(args).await;
@@ -274,21 +290,12 @@ impl Cluster {
         }
     }
 
-    /// Polls `check` until it returns `Some`, failing after `timeout` with `what`.
     /// `kubectl wait` until `boxtable/<name>` in `ns` is Ready (at most 120 s).
     pub async fn wait_ready(&self, ns: &str, name: &str) {
-        let object = format!("boxtable/{name}");
-        self.kubectl_ok(&[
-            "-n",
-            ns,
-            "wait",
-            "--for=condition=Ready",
-            &object,
-            "--timeout=120s",
-        ])
-        .await;
+        self.wait_ready_within(ns, name, 120).await;
     }
 
+    /// Polls `check` until it returns `Some`, failing after `timeout` with `what`.
     pub async fn eventually<T, F, Fut>(&self, what: &str, timeout: Duration, mut check: F) -> T
     where
         F: FnMut() -> Fut,
