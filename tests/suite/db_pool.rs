@@ -307,11 +307,7 @@ async fn a_withdrawn_run_closes_its_session_and_leaves_no_advisory_lock() {
     );
     assert_eq!(pool.sizes(), (0, 0));
     assert_eq!(counts.closed(Closed::NotClean), 1);
-    wait_until_within("the withdrawn run's session to end", WAIT, || async {
-        operator_sessions(&observer).await.is_empty()
-    })
-    .await;
-    assert_eq!(advisory_locks(&observer).await, 0);
+    all_sessions_end(&observer, "the withdrawn run's session to end").await;
 }
 
 #[tokio::test]
@@ -335,11 +331,7 @@ async fn a_session_handed_back_inside_a_transaction_or_holding_an_advisory_lock_
         assert_eq!(pool.sizes(), (0, 0), "not kept after {left_behind}");
     }
     assert_eq!(counts.closed(Closed::Broken), 2);
-    wait_until_within("the unclean sessions to end", WAIT, || async {
-        operator_sessions(&observer).await.is_empty()
-    })
-    .await;
-    assert_eq!(advisory_locks(&observer).await, 0);
+    all_sessions_end(&observer, "the unclean sessions to end").await;
 }
 
 #[tokio::test]
@@ -503,10 +495,7 @@ async fn closing_the_pool_ends_its_idle_sessions_and_those_handed_back_later() {
     second.give_back().await;
     assert_eq!(pool.sizes(), (0, 0));
     assert_eq!(counts.closed(Closed::Shutdown), 2);
-    wait_until_within("the pool's sessions to end", WAIT, || async {
-        operator_sessions(&observer).await.is_empty()
-    })
-    .await;
+    all_sessions_end(&observer, "the pool's sessions to end").await;
 }
 
 #[tokio::test]
@@ -533,4 +522,14 @@ async fn each_pass_on_a_kept_session_takes_and_releases_its_own_lock_and_the_pre
         2,
         "renamed each time it is lent again"
     );
+}
+
+/// Waits until the operator's sessions in the test database have ended (`what` names them), then
+/// requires that no advisory lock is left.
+async fn all_sessions_end(observer: &Client, what: &str) {
+    wait_until_within(what, WAIT, || async {
+        operator_sessions(observer).await.is_empty()
+    })
+    .await;
+    assert_eq!(advisory_locks(observer).await, 0);
 }
