@@ -121,7 +121,7 @@ async fn run(installed: &Installed, argv: &[String]) -> Output {
 /// [`run`], which must succeed; returns stdout.
 /// Runs the README's uninstall `commands` in order, each required to succeed, then checks that
 /// nothing is left and nothing hangs; no request was refused before they ran.
-async fn uninstall_as_the_readme_says(installed: &Installed, commands: &[Vec<String>]) {
+async fn uninstall_as_the_readme_says(installed: &mut Installed, commands: &[Vec<String>]) {
     installed.no_refused_request_so_far();
     for command in commands {
         let out = run(installed, command).await;
@@ -344,7 +344,7 @@ impl Installed {
 async fn the_readme_uninstall_with_a_drop_boxtable_left_drops_it_and_leaves_nothing() {
     let mut installed = installed_with_a_ready_drop_boxtable(Install::Bundle, "uninstall").await;
     let commands = readme_commands("### Uninstall", BUNDLE);
-    uninstall_as_the_readme_says(&installed, &commands).await;
+    uninstall_as_the_readme_says(&mut installed, &commands).await;
     let left = run_ok(
         &installed,
         &[
@@ -429,5 +429,5 @@ async fn the_readme_helm_uninstall_with_a_drop_boxtable_left_drops_it_and_leaves
         .kubectl_ok(&["-n", OPERATOR_NAMESPACE, "get", "lease", OPERATOR])
         .await;
     let commands = readme_commands("## Install with Helm", "uninstall");
-    uninstall_as_the_readme_says(&installed, &commands).await;
+    uninstall_as_the_readme_says(&mut installed, &commands).await;
 }
