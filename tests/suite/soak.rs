@@ -25,7 +25,6 @@
 //! chaos (Pods deleted, containers killed, kubelet restarts, a rollout) and its checks.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -52,7 +51,7 @@ use crate::soak_node::{self, OnNode};
 use crate::support;
 use crate::support::Sql;
 use crate::support::control_plane::OPERATOR_NAMESPACE;
-use crate::support::e2e::{Cluster, Rule, connect};
+use crate::support::e2e::{Cluster, Operator, Rule, connect};
 
 pub(crate) const NAMESPACES: [&str; 3] = ["soak-a", "soak-b", "soak-c"];
 const SCHEMAS: [&str; 3] = ["s0", "s1", "s2"];
@@ -244,56 +243,43 @@ struct Replica {
     elected: bool,
     args: Vec<String>,
     log: PathBuf,
-    child: Option<Child>,
+    process: Option<Operator>,
 }
 
 impl Replica {
     fn start(&mut self, kubeconfig: &Path) {
-        let log = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.log)
-            .unwrap();
-        let child = Command::new(operator_binary())
-            .args(&self.args)
-            .env("KUBECONFIG", kubeconfig)
-            .env("RUST_LOG", "info,boxtable_operator=debug")
-            .env_remove("DATABASE_URL")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("start boxtable-operator");
-        self.child = Some(child);
+        self.process = Some(Operator::spawn(
+            &operator_binary(),
+            &self.args,
+            kubeconfig,
+            "info,boxtable_operator=debug",
+            &self.log,
+            true,
+        ));
     }
 
     fn signal(&self, signal: &str) {
-        if let Some(child) = &self.child {
-            let _ = Command::new("kill")
-                .args([format!("-{signal}"), child.id().to_string()])
-                .status();
+        if let Some(process) = &self.process {
+            process.try_signal(signal);
         }
     }
 
     fn running(&mut self) -> bool {
-        self.child
-            .as_mut()
-            .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+        self.process.as_mut().is_some_and(Operator::running)
+    }
+
+    /// Waits for the process to end, if there is one.
+    fn reap(&mut self) {
+        if let Some(process) = &mut self.process {
+            let _ = process.child.wait();
+        }
     }
 
     fn log_tail(&self, lines: usize) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let all: Vec<&str> = text.lines().collect();
-        all[all.len().saturating_sub(lines)..].join("\n")
-    }
-}
-
-impl Drop for Replica {
-    fn drop(&mut self) {
-        if let Some(child) = &mut self.child {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        self.process
+            .as_ref()
+            .map(|p| p.log_tail(lines))
+            .unwrap_or_default()
     }
 }
 
@@ -715,9 +701,7 @@ impl Soak {
         if rng.random_bool(0.5) {
             replica.signal("KILL");
             bump(&self.counts.sigkills);
-            if let Some(child) = &mut replica.child {
-                let _ = child.wait();
-            }
+            replica.reap();
         } else {
             self.terminate(&mut replica, "SIGTERM");
         }
@@ -731,9 +715,9 @@ impl Soak {
         replica.signal("TERM");
         bump(&self.counts.sigterms);
         let exited = replica
-            .child
+            .process
             .as_mut()
-            .is_some_and(|c| wait_child(c, TERM_BOUND));
+            .is_some_and(|p| wait_child(&mut p.child, TERM_BOUND));
         let took = sent.elapsed();
         self.counts
             .longest_term_ms
@@ -746,9 +730,7 @@ impl Soak {
             ));
             replica.signal("KILL");
         }
-        if let Some(child) = &mut replica.child {
-            let _ = child.wait();
-        }
+        replica.reap();
         if !(exited && replica.elected) {
             return;
         }
@@ -776,9 +758,9 @@ impl Soak {
         for replica in &self.replicas {
             let mut replica = replica.lock().unwrap();
             let status = replica
-                .child
+                .process
                 .as_mut()
-                .and_then(|c| c.try_wait().ok().flatten());
+                .and_then(|p| p.child.try_wait().ok().flatten());
             if let Some(status) = status {
                 self.violations.add(format!(
                     "operator {} exited by itself ({status}); log:\n{}",
@@ -1313,7 +1295,7 @@ fn replicas(cluster: &Cluster) -> Vec<Mutex<Replica>> {
             elected,
             args,
             log,
-            child: None,
+            process: None,
         }));
     }
     replicas

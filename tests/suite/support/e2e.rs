@@ -5,7 +5,7 @@
 //! proxy ([`Faults`]) that the test steers.
 
 use crate::support::db::Sql;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -214,31 +214,33 @@ impl Cluster {
         log_filter: &str,
     ) -> Operator {
         let log = self.dir.path().join(format!("{name}.log"));
-        let file = std::fs::File::create(&log).unwrap();
-        let child = Command::new(operator_binary())
-            .args([
-                "run",
-                "--namespace",
-                ns,
-                "--metrics-addr",
-                "127.0.0.1:0",
-                "--resync-interval",
-                "2s",
-                "--retry-backoff",
-                "200ms",
-                "--concurrency",
-                "4",
-                "--instance",
-                name,
-            ])
-            .args(extra)
-            .env("KUBECONFIG", &self.operator_kubeconfig)
-            .env("RUST_LOG", log_filter)
-            .stdout(Stdio::null())
-            .stderr(file)
-            .spawn()
-            .expect("start boxtable-operator");
-        Operator { child, log }
+        let mut args: Vec<String> = [
+            "run",
+            "--namespace",
+            ns,
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "--resync-interval",
+            "2s",
+            "--retry-backoff",
+            "200ms",
+            "--concurrency",
+            "4",
+            "--instance",
+            name,
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+        args.extend(extra.iter().map(|s| (*s).to_owned()));
+        Operator::spawn(
+            &operator_binary(),
+            &args,
+            &self.operator_kubeconfig,
+            log_filter,
+            &log,
+            false,
+        )
     }
 
     /// Waits until an operator working in `namespace` is inside its migration transaction, its
@@ -342,6 +344,45 @@ pub struct Operator {
 }
 
 impl Operator {
+    /// Starts `binary` with `args` as the user of `kubeconfig`, `RUST_LOG` set to `log_filter`
+    /// and no `DATABASE_URL`, its stderr written to `log` (appended to when `append`, as a
+    /// restarted replica's is; truncated otherwise).
+    pub fn spawn(
+        binary: &Path,
+        args: &[String],
+        kubeconfig: &Path,
+        log_filter: &str,
+        log: &Path,
+        append: bool,
+    ) -> Operator {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .write(true)
+            .append(append)
+            .truncate(!append)
+            .open(log)
+            .unwrap();
+        let child = Command::new(binary)
+            .args(args)
+            .env("KUBECONFIG", kubeconfig)
+            .env("RUST_LOG", log_filter)
+            .env_remove("DATABASE_URL")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(file)
+            .spawn()
+            .expect("start boxtable-operator");
+        Operator {
+            child,
+            log: log.to_owned(),
+        }
+    }
+
+    /// Whether the process is still running.
+    pub fn running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
@@ -356,17 +397,28 @@ impl Operator {
             .unwrap()
     }
 
-    /// Sends a signal (e.g. "KILL", "TERM") to the process.
+    /// Sends a signal (e.g. "KILL", "TERM") to the process, which must still be there.
     pub fn signal(&self, signal: &str) {
-        let status = Command::new("kill")
+        assert!(self.try_signal(signal), "kill -{signal} {}", self.pid());
+    }
+
+    /// Sends a signal to the process; false when it could not (the process is gone).
+    pub fn try_signal(&self, signal: &str) -> bool {
+        Command::new("kill")
             .args([format!("-{signal}"), self.pid().to_string()])
             .status()
-            .unwrap();
-        assert!(status.success());
+            .is_ok_and(|s| s.success())
     }
 
     pub fn logs(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// The last `lines` lines of the log.
+    pub fn log_tail(&self, lines: usize) -> String {
+        let text = self.logs();
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
     }
 
     /// The address the operator logged for its metrics server (started on port 0).
