@@ -203,16 +203,14 @@ impl Fleet {
             self.db
                 .connect()
                 .await
-                .query(
+                .pairs(
                     "SELECT c.relname::text, obj_description(c.oid, 'pg_class') FROM pg_class c \
                      WHERE c.relnamespace = 'public'::regnamespace AND c.relkind = 'r' \
                      AND c.relname <> '__BrighterMigrationHistory'",
                     &[],
                 )
                 .await
-                .unwrap()
-                .iter()
-                .map(|r| (r.get(0), r.get(1)))
+                .into_iter()
                 .collect()
         })
     }

@@ -336,27 +336,7 @@ impl ControlPlane {
 
     /// A new token for the operator's ServiceAccount from the TokenRequest API.
     pub fn operator_token(&self) -> OperatorToken {
-        let token = self
-            .kubectl_admin(
-                &[
-                    "create",
-                    "token",
-                    OPERATOR_SERVICE_ACCOUNT,
-                    "-n",
-                    OPERATOR_NAMESPACE,
-                    "--duration=4h",
-                ],
-                None,
-            )
-            .unwrap_or_else(|message| panic!("{message}"))
-            .trim()
-            .to_owned();
-        let jti = token_id(&token);
-        OperatorToken {
-            token,
-            jti,
-            user: OPERATOR_USER.to_owned(),
-        }
+        self.service_account_token(OPERATOR_NAMESPACE, OPERATOR_SERVICE_ACCOUNT)
     }
 
     /// A new token for ServiceAccount `namespace/name` from the TokenRequest API.

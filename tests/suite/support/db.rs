@@ -24,6 +24,13 @@ pub trait Sql {
         sql: &'a str,
         params: &'a [&'a (dyn ToSql + Sync)],
     ) -> impl Future<Output = Vec<T>> + Send + 'a;
+
+    /// The first two columns of every row `sql` returns, in the server's order.
+    fn pairs<'a, A: FromSqlOwned + Send + 'a, B: FromSqlOwned + Send + 'a>(
+        &'a self,
+        sql: &'a str,
+        params: &'a [&'a (dyn ToSql + Sync)],
+    ) -> impl Future<Output = Vec<(A, B)>> + Send + 'a;
 }
 
 impl Sql for Client {
@@ -48,6 +55,19 @@ impl Sql for Client {
             .unwrap_or_else(|e| panic!("{sql}: {e:?}"))
             .iter()
             .map(|row| row.get(0))
+            .collect()
+    }
+
+    async fn pairs<'a, A: FromSqlOwned + Send + 'a, B: FromSqlOwned + Send + 'a>(
+        &'a self,
+        sql: &'a str,
+        params: &'a [&'a (dyn ToSql + Sync)],
+    ) -> Vec<(A, B)> {
+        self.query(sql, params)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e:?}"))
+            .iter()
+            .map(|row| (row.get(0), row.get(1)))
             .collect()
     }
 }
@@ -155,6 +175,7 @@ impl TestDb {
 /// The statements `client`'s session has prepared, as the server lists them: (name, text),
 /// ordered by text.
 pub async fn prepared_statements(client: &Client) -> Vec<(String, String)> {
+    // Unprepared (query_typed), so that this read is not itself in the list.
     client
         .query_typed(
             "SELECT name, statement FROM pg_prepared_statements ORDER BY statement",
@@ -182,15 +203,11 @@ pub async fn advisory_locks(client: &Client) -> i64 {
 /// (pid, application_name), ordered by pid.
 pub async fn operator_sessions(client: &Client) -> Vec<(i32, String)> {
     client
-        .query(
+        .pairs(
             "SELECT pid, application_name FROM pg_stat_activity \
              WHERE datname = current_database() AND application_name LIKE 'boxtable-operator/%' \
              ORDER BY pid",
             &[],
         )
         .await
-        .unwrap()
-        .iter()
-        .map(|r| (r.get(0), r.get(1)))
-        .collect()
 }

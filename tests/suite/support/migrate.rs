@@ -240,16 +240,12 @@ pub async fn constraints(client: &Client, schema: &str, table: &str) -> Vec<Stri
 /// The table's index names and definitions, sorted by name.
 pub async fn indexes(client: &Client, schema: &str, table: &str) -> Vec<(String, String)> {
     client
-        .query(
+        .pairs(
             "SELECT indexname::text, indexdef FROM pg_indexes \
              WHERE schemaname = $1 AND tablename = $2 ORDER BY 1",
             &[&schema, &table],
         )
         .await
-        .unwrap()
-        .iter()
-        .map(|r| (r.get(0), r.get(1)))
-        .collect()
 }
 
 /// A history row: version, schema, table, description, AppliedAt (as text).
