@@ -33,7 +33,8 @@ use tokio_util::sync::CancellationToken;
 use crate::support::TestDb;
 use crate::support::control_plane::{ControlPlane, OperatorToken, control_plane};
 use crate::support::db::Sql;
-use crate::support::fault_proxy::FaultProxy;
+use crate::support::fault_proxy::{FaultProxy, Faults};
+use crate::support::migrate::history_exists;
 pub use crate::support::wait::{DEADLINE, wait_until};
 
 /// The prefix of each test's namespace (the controller watches only that one).
@@ -135,21 +136,6 @@ pub struct HarnessBuilder {
     resync: Duration,
     faults: bool,
     secret_label_selector: Option<String>,
-}
-
-/// Injects API faults between the controller and the real API server: error statuses, latency,
-/// dropped watches ([`FaultProxy`], steered with [`crate::support::fault_proxy::Rule`]s). Only with
-/// [`HarnessBuilder::faults`].
-pub struct Faults(Option<FaultProxy>);
-
-impl std::ops::Deref for Faults {
-    type Target = FaultProxy;
-
-    fn deref(&self) -> &Self::Target {
-        self.0
-            .as_ref()
-            .expect("fault injection needs Harness::builder().faults()")
-    }
 }
 
 /// Log lines written by the operator while the harness runs (see [`Harness::logs`]).
@@ -285,9 +271,9 @@ impl HarnessBuilder {
         let (api, operator_client) = if self.faults {
             let proxy = FaultProxy::start(direct).await;
             let through = proxy.client();
-            (Faults(Some(proxy)), through)
+            (Faults::started(proxy), through)
         } else {
-            (Faults(None), direct)
+            (Faults::not_started("Harness::builder().faults()"), direct)
         };
         let db = crate::support::fresh_db().await;
         db.connect()
@@ -724,13 +710,7 @@ impl Harness {
     /// when the history table does not exist).
     pub async fn history_versions(&self, schema: &str, table: &str) -> Vec<i32> {
         let client = self.sql().await;
-        let exists: bool = client
-            .value(
-                "SELECT to_regclass('public.\"__BrighterMigrationHistory\"') IS NOT NULL",
-                &[],
-            )
-            .await;
-        if !exists {
+        if !history_exists(&client, "public").await {
             return Vec::new();
         }
         client

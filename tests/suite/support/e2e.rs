@@ -10,7 +10,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 pub use crate::support::control_plane::{ControlPlane, OperatorToken, control_plane};
-pub use crate::support::fault_proxy::{FaultProxy, Rule};
+pub use crate::support::fault_proxy::{FaultProxy, Faults, Rule};
 pub use crate::support::{TestDb, connect, fresh_db};
 
 /// Finds `kubectl` on `path` (a PATH-style list), or says how to get it.
@@ -76,7 +76,7 @@ impl Cluster {
         let token = plane.operator_token();
         plane.write_token_kubeconfig(&operator_kubeconfig, &token.token);
         Cluster {
-            api: Faults(None),
+            api: Faults::not_started("Cluster::start_with_faults"),
             dir,
             kubeconfig: plane.admin_kubeconfig.clone(),
             operator_kubeconfig,
@@ -97,7 +97,7 @@ impl Cluster {
         let kubeconfig = cluster.dir.path().join("proxy.kubeconfig");
         proxy.write_kubeconfig(&kubeconfig);
         cluster.operator_kubeconfig = kubeconfig;
-        cluster.api = Faults(Some(proxy));
+        cluster.api = Faults::started(proxy);
         cluster
     }
 
@@ -311,20 +311,6 @@ impl Cluster {
             assert!(Instant::now() < deadline, "timed out waiting for {what}");
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-    }
-}
-
-/// Injects API faults between the operator and the API server: error statuses, latency, dropped
-/// watches ([`FaultProxy`], steered with [`Rule`]s). Only with [`Cluster::start_with_faults`].
-pub struct Faults(Option<FaultProxy>);
-
-impl std::ops::Deref for Faults {
-    type Target = FaultProxy;
-
-    fn deref(&self) -> &Self::Target {
-        self.0
-            .as_ref()
-            .expect("fault injection needs Cluster::start_with_faults")
     }
 }
 

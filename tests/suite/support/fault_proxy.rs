@@ -445,3 +445,35 @@ async fn forward(
     };
     out.body(body).unwrap()
 }
+
+/// The fault proxy of a fixture that starts one only when asked: dereferencing it without one
+/// fails the test, saying how to ask.
+pub struct Faults {
+    proxy: Option<FaultProxy>,
+    ask: &'static str,
+}
+
+impl Faults {
+    /// A fixture with the proxy `proxy` between it and the API server.
+    pub fn started(proxy: FaultProxy) -> Self {
+        Faults {
+            proxy: Some(proxy),
+            ask: "",
+        }
+    }
+
+    /// A fixture without a proxy; `ask` says how to start one with it.
+    pub fn not_started(ask: &'static str) -> Self {
+        Faults { proxy: None, ask }
+    }
+}
+
+impl std::ops::Deref for Faults {
+    type Target = FaultProxy;
+
+    fn deref(&self) -> &Self::Target {
+        self.proxy
+            .as_ref()
+            .unwrap_or_else(|| panic!("fault injection needs {}", self.ask))
+    }
+}

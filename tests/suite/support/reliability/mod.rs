@@ -12,6 +12,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use crate::support::db::Sql;
+use crate::support::migrate::history_exists;
 use crate::support::wait::wait_until_within;
 use boxtable_operator::ident::QualifiedName;
 use boxtable_operator::lock::LockIdentity;
@@ -276,13 +277,7 @@ pub async fn column_names(client: &Client, table: &str) -> BTreeSet<String> {
 
 /// The highest recorded version of `public.<table>`, or `None` without history.
 pub async fn recorded_version(client: &Client, table: &str) -> Option<i32> {
-    let exists: bool = client
-        .value(
-            "SELECT to_regclass('public.\"__BrighterMigrationHistory\"') IS NOT NULL",
-            &[],
-        )
-        .await;
-    if !exists {
+    if !history_exists(client, "public").await {
         return None;
     }
     client
