@@ -1,7 +1,7 @@
 # syntax=docker/dockerfile:1
 # Builds the boxtable-operator image with Docker: docker build -t boxtable-operator .
 # The same image as scripts/image.sh builds without a daemon (same files, user, entrypoint, cmd
-# and labels; tests/suite/image.rs checks that the two agree).
+# and labels; tests/suite/install/image.rs checks that the two agree).
 
 FROM rust:1.95-slim-bookworm AS builder
 WORKDIR /src

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Helm 3 and Helm 4 for the chart tests (tests/suite/helm_chart.rs), each built from its own Go module
+# Helm 3 and Helm 4 for the chart tests (tests/suite/install/helm_chart.rs), each built from its own Go module
 # pinned in tools/helm-v3/ and tools/helm-v4/ (go.mod, go.sum), the way scripts/control-plane.sh
 # builds the control plane. Source this file and call `helm_build`; it exports
 #

@@ -34,7 +34,7 @@ cd "$(dirname "$0")/.."
 log() { echo "image.sh: $*" >&2; }
 die() { log "$*"; exit 1; }
 
-# The labels (and manifest annotations). The Dockerfile sets the same ones; tests/suite/image.rs checks
+# The labels (and manifest annotations). The Dockerfile sets the same ones; tests/suite/install/image.rs checks
 # that they agree.
 IMAGE_TITLE=boxtable-operator
 IMAGE_DESCRIPTION="Provisions Brighter outbox and inbox tables in PostgreSQL"

@@ -6,7 +6,7 @@
 #   scripts/install-bundle.sh            rewrite dist/install.yaml
 #   scripts/install-bundle.sh --stdout   print it instead
 #
-# Uses kubectl from PATH, or the one in KUBECTL. tests/suite/install_bundle.rs fails when the committed
+# Uses kubectl from PATH, or the one in KUBECTL. tests/suite/install/bundle.rs fails when the committed
 # file differs from what this prints; run it after changing deploy/ or the version. The release
 # workflow publishes the file as a release asset.
 set -euo pipefail

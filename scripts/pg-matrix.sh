@@ -19,14 +19,14 @@ cd "$(dirname "$0")/.."
 # errors, snapshots, after-commit, newer history), the `migrate` command, sessions, and the
 # reliability scenarios (restarts and the hot standby, killed processes, PgBouncer, session
 # attacks, secrets). Each ends in `::`, so that it matches that module's tests and no other's
-# (`cli_migrate::` is not in `cli_migrate_strict::...`).
+# (`apply::fresh::` matches no module whose name only starts with it).
 SUITES=(
-  lock:: db_connect::
-  migrate_fresh:: migrate_upgrade:: migrate_locking:: migrate_scope_and_drop:: migrate_errors::
-  migrate_snapshot:: migrate_lock_after_commit:: migrate_newer_history::
-  cli_migrate::
-  reliability_cluster:: reliability_kill:: reliability_pooler:: reliability_session::
-  reliability_secrets::
+  lock_wait::advisory_lock:: connections::connect::
+  apply::fresh:: apply::upgrade:: lock_wait::concurrent_runs:: deletion::drop_and_history_scope:: apply::errors::
+  apply::up_to_date_snapshot:: lock_wait::unlock_after_commit:: apply::newer_history::
+  cli::migrate::
+  connections::server_events:: apply::killed_mid_run:: connections::pooler:: lock_wait::session_under_attack::
+  secrets::never_in_migrate_output::
 )
 
 majors=${PG_MAJORS:-$PG_SUPPORTED_MAJORS}

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The operator's image as an older commit built it, for the upgrade test (tests/suite/node_upgrade.rs):
+# The operator's image as an older commit built it, for the upgrade test (tests/suite/node/upgrade.rs):
 #
 #   scripts/previous-image.sh COMMIT
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The invariant soak (tests/suite/soak.rs): for SOAK_SECONDS (default 60) several operator replicas,
+# The invariant soak (tests/suite/soak/processes.rs): for SOAK_SECONDS (default 60) several operator replicas,
 # with and without leader election, `migrate` runs and Brighter-style application racers work on
 # many BoxTables in several schemas while operators are SIGKILLed and SIGTERMed, their PostgreSQL
 # sessions terminated, API requests failed, stalled or their watches cut (a fault proxy in front of
@@ -11,7 +11,7 @@
 #   SOAK_SECONDS=1800 scripts/soak.sh    half an hour
 #   SOAK_SEED=N scripts/soak.sh          the random choices of an earlier run
 #   scripts/soak.sh --node [DURATION]    the same soak with the operator as the two Pods of
-#                                        dist/install.yaml on a real node (tests/suite/soak_node.rs):
+#                                        dist/install.yaml on a real node (tests/suite/soak/node.rs):
 #                                        Pods deleted (the leader's sometimes mid-migration),
 #                                        containers SIGKILLed, kubelet restarts and one rollout
 #                                        added to the chaos; DURATION like 1800, 90s or 30m
@@ -73,12 +73,12 @@ fi
 if [ -n "$node" ]; then
   CP_WORKLOADS=1 cp_start
   node_start
-  filter=soak_node::
+  filter=soak::node::
 else
   if [ -z "${CONTROL_PLANE_KUBECONFIG:-}" ]; then
     cp_start
   fi
-  filter=soak::
+  filter=soak::processes::
 fi
 
 group=

@@ -4,7 +4,7 @@
 #
 #   scripts/stress-suite.sh              5 runs
 #   scripts/stress-suite.sh -n 20        20 runs (or STRESS_RUNS=20)
-#   scripts/stress-suite.sh -- --test suite -- lock::   arguments after -- go to scripts/test.sh (cargo test)
+#   scripts/stress-suite.sh -- --test suite -- lock_wait::advisory_lock::   arguments after -- go to scripts/test.sh (cargo test)
 #
 # Knobs: STRESS_RUNS (runs, default 5), STRESS_BUSY (spinning loops, default one per CPU).
 # The code is built once before the loops start, so the runs time the tests, not the compiler.

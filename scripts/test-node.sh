@@ -7,7 +7,7 @@
 #
 #   scripts/test-node.sh                                 every node test (the modules node_* and
 #                                                        soak_node, the invariant soak on the node)
-#   scripts/test-node.sh node_failover::                 some of them (libtest filters)
+#   scripts/test-node.sh node::failover::                 some of them (libtest filters)
 #   scripts/test-node.sh --shell                         start the control plane and the node and
 #                                                        open a shell with KUBECONFIG and kubectl
 #                                                        set (kubectl get pods -A, logs, exec);
@@ -24,7 +24,7 @@ cd "$(dirname "$0")/.."
 . scripts/helm.sh
 
 # Every module of tests/suite whose tests run on the node.
-NODE_TEST_MODULES=(node_install:: node_failover:: node_helm:: node_scale:: node_jobs:: node_upgrade:: soak_node::)
+NODE_TEST_MODULES=(node::install:: node::failover:: node::helm:: node::scale:: node::jobs:: node::upgrade:: soak::node::)
 
 shell=
 filters=()

@@ -39,11 +39,11 @@ fi
 if [ -z "${CONTROL_PLANE_KUBECONFIG:-}" ]; then
   cp_start
 fi
-# Helm 3 and Helm 4 for the chart tests (tests/suite/helm_chart.rs); built once, like the control plane.
+# Helm 3 and Helm 4 for the chart tests (tests/suite/install/helm_chart.rs); built once, like the control plane.
 helm_build
 
 cargo build --workspace --bins
-# Arguments go to cargo test as they are (for example `--test suite -- lock::`), and then that is
+# Arguments go to cargo test as they are (for example `--test suite -- lock_wait::advisory_lock::`), and then that is
 # all that runs.
 if [ $# -gt 0 ]; then
   cargo test --workspace --no-fail-fast "$@"
@@ -61,10 +61,10 @@ fi
 #   an advisory lock in this binary moves.
 # Each filter names that module or test and nothing else (libtest filters are substrings).
 isolated=(
-  soak::
-  e2e_api_restart::
-  controller_deletion::a_drop_still_runs_when_the_spec_no_longer_plans
-  telemetry::lock_held_counts_the_locks_this_process_holds
+  soak::processes::
+  resilience::api_restart::
+  deletion::controller::a_drop_still_runs_when_the_spec_no_longer_plans
+  observability::health_server::lock_held_counts_the_locks_this_process_holds
 )
 skip=()
 for filter in "${isolated[@]}" "${node_modules[@]}"; do skip+=(--skip "$filter"); done

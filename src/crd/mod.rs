@@ -383,7 +383,7 @@ pub fn crd_yaml() -> Result<String, CrdYamlError> {
     let body = serde_saphyr::to_string(&BoxTable::crd()).map_err(CrdYamlError)?;
     Ok(format!(
         "# Generated from src/crd.rs by `boxtable-operator crd`; do not edit by hand.\n\
-         # Regenerate with: UPDATE_GOLDEN=1 cargo test --test suite -- crd_golden::\n{body}"
+         # Regenerate with: UPDATE_GOLDEN=1 cargo test --test suite -- crd::golden::\n{body}"
     ))
 }
 

@@ -187,7 +187,7 @@ impl Node {
 }
 
 /// The operator's image, built by `scripts/image.sh` from this commit (with the binary this run
-/// tests, as `tests/suite/image.rs` builds it) and loaded into the node once per run; returns the
+/// tests, as `tests/suite/install/image.rs` builds it) and loaded into the node once per run; returns the
 /// name it is loaded under, `localhost/boxtable-operator:<commit>`.
 pub fn operator_image() -> &'static str {
     static IMAGE: OnceLock<String> = OnceLock::new();

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value as Json;
 
-use crate::readiness_clients::argocd;
+use crate::status::readiness_clients::argocd;
 
 /// The key Argo CD reads a custom health check from, in the `argocd-cm` ConfigMap.
 const HEALTH_KEY: &str = "resource.customizations.health.brighter.dev_BoxTable";

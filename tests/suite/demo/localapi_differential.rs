@@ -68,7 +68,7 @@ fn accepted() -> Vec<(&'static str, Value, Value)> {
         ),
         // Server-side apply: localapi treats lists as atomic, kube merges `status.conditions` by
         // `type` (the CRD's list-type map). The operator compares only its own conditions
-        // (tests/suite/controller_real_server.rs shows it on the real server).
+        // (tests/suite/status/server_side_apply.rs shows it on the real server).
         (
             "status apply by another manager",
             json!({"code": 409, "conditions": [], "reason": "Conflict"}),
@@ -83,7 +83,7 @@ fn accepted() -> Vec<(&'static str, Value, Value)> {
         ),
         // localapi keeps its whole history (up to its history limit), kube's watch cache only a
         // window; both answer 410 past what they keep (localapi after `compact()`), and the
-        // operator's watcher relists on 410 (tests/suite/e2e_api_restart.rs on the real server).
+        // operator's watcher relists on 410 (tests/suite/resilience/api_restart.rs on the real server).
         (
             "boxtable watch from a position too old",
             json!({"/object/code": null, "/object/reason": null, "/type": "ADDED", "code": 200}),
@@ -92,7 +92,7 @@ fn accepted() -> Vec<(&'static str, Value, Value)> {
         // Namespace deletion: localapi removes the namespace at once; kube keeps it Terminating
         // while the namespace controller deletes what it holds, and refuses new objects in it.
         // What the operator does then is tested on the real server only
-        // (tests/suite/e2e_namespace_deletion.rs).
+        // (tests/suite/deletion/namespace.rs).
         (
             "namespace delete",
             json!({"/status/phase": "Active", "code": 200}),

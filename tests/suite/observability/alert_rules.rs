@@ -4,7 +4,7 @@
 //! and every dashboard query parses.
 //!
 //! That the queries name only metrics a running operator exports is checked against a live
-//! scrape in `tests/suite/e2e_monitoring.rs`.
+//! scrape in `tests/suite/observability/monitoring.rs`.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

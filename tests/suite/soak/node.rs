@@ -45,7 +45,7 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
 
-use crate::soak::{self, Entry, Mode, NAMESPACES, Soak, bump, get, retry_api};
+use crate::soak::processes::{self as soak, Entry, Mode, NAMESPACES, Soak, bump, get, retry_api};
 use crate::support::connect;
 use crate::support::control_plane::OPERATOR_NAMESPACE;
 use crate::support::e2e::Cluster;

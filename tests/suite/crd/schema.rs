@@ -222,7 +222,7 @@ fn an_inbox_target_version_is_capped_at_its_latest() {
 
 /// The rules stay in a small CEL subset: `==`, `<=`, `||`, `&&`, `!`, `? :`, `has()`, `in` over a
 /// list literal, `lowerAscii()`, `matches()`, and `duration()` (which the local test server does
-/// not evaluate: the real API server does, in `tests/suite/e2e_manifests.rs`).
+/// not evaluate: the real API server does, in `tests/suite/install/manifests_on_the_server.rs`).
 #[test]
 fn cel_rules_use_only_the_simple_subset() {
     let ident = regex::Regex::new(r"[A-Za-z_][A-Za-z0-9_]*").unwrap();

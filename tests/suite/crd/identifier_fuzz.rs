@@ -1,5 +1,5 @@
 //! Bounded property tests (proptest, fixed case counts) of identifier validation and of
-//! connection-string parsing with arbitrary Unicode and control characters. `tests/suite/db_connstr.rs`
+//! connection-string parsing with arbitrary Unicode and control characters. `tests/suite/connections/connection_strings.rs`
 //! already covers printable junk and single-character damage; this adds whole-string noise,
 //! NUL and non-ASCII text around a password, in all three forms.
 

@@ -47,7 +47,7 @@ use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
 use tokio_postgres::Client;
 
-use crate::soak_node::{self, OnNode};
+use crate::soak::node::{self as soak_node, OnNode};
 use crate::support;
 use crate::support::Sql;
 use crate::support::control_plane::OPERATOR_NAMESPACE;

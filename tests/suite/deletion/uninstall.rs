@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use serde_json::{Value as Json, json};
 
-use crate::helm_chart::helm_command;
+use crate::install::helm_chart::helm_command;
 use crate::support::Sql;
 use crate::support::control_plane::{OPERATOR_NAMESPACE, PrivatePlane, root};
 use crate::support::e2e::{Cluster, Operator, connect, operator_binary};

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use crate::support;
 use crate::support::reliability::*;
 
-const CORPUS: &str = include_str!("../data/bad_inputs/corpus.jsonl");
+const CORPUS: &str = include_str!("../../data/bad_inputs/corpus.jsonl");
 
 /// The real API server, with a namespace for the corpus, as the admin.
 struct Server {

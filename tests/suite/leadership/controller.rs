@@ -36,7 +36,7 @@ const TIMING: Timing = Timing {
 
 /// The leader-election Role and RoleBinding of `deploy/rbac.yaml`, to apply in a test namespace.
 fn leader_election_rbac() -> String {
-    let rbac = include_str!("../../deploy/rbac.yaml");
+    let rbac = include_str!("../../../deploy/rbac.yaml");
     let docs: Vec<&str> = rbac
         .split("\n---\n")
         .filter(|doc| doc.contains("\nkind: Role\n") || doc.contains("\nkind: RoleBinding\n"))

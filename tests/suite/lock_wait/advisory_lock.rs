@@ -21,7 +21,7 @@ struct Vector {
 }
 
 fn vectors() -> Vec<Vector> {
-    let text = include_str!("../data/lock-keys.tsv");
+    let text = include_str!("../../data/lock-keys.tsv");
     let rows: Vec<Vector> = text
         .lines()
         .filter(|l| !l.starts_with('#') && !l.trim().is_empty())

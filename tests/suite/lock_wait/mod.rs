@@ -1,0 +1,8 @@
+//! Brighter's advisory lock: its identity in `pg_locks`, waiting with backoff, concurrent runners,
+//! the session under attack, and the bounded waits of a pass.
+
+mod advisory_lock;
+mod concurrent_runs;
+mod deadline;
+mod session_under_attack;
+mod unlock_after_commit;
