@@ -7,6 +7,7 @@ use std::process::{Command, Stdio};
 
 use crate::support;
 use crate::support::Sql;
+use crate::support::boxtable::boxtable;
 
 struct Run {
     code: Option<i32>,
@@ -39,14 +40,6 @@ fn write(dir: &Path, name: &str, body: &str) -> String {
     path.to_str().unwrap().to_owned()
 }
 
-/// A BoxTable named `name` with `spec` lines (2-space indented) after `box: Outbox`.
-fn boxtable(name: &str, spec: &str) -> String {
-    format!(
-        "---\napiVersion: brighter.dev/v1alpha1\nkind: BoxTable\nmetadata:\n  name: {name}\n  namespace: shop\n\
-         spec:\n  box: Outbox\n{spec}  database:\n    secretRef:\n      name: shop-db\n"
-    )
-}
-
 /// The summary row of `name`: its cells.
 fn row<'a>(stdout: &'a str, name: &str) -> Vec<&'a str> {
     stdout
@@ -75,7 +68,10 @@ async fn a_typo_in_a_field_name_is_refused_as_kubectl_refuses_it_and_nothing_is_
     let file = write(
         dir.path(),
         "typo.yaml",
-        &boxtable("orders", "  tabel: orders_outbox\n"),
+        &boxtable("orders")
+            .namespace("shop")
+            .raw_spec("  tabel: orders_outbox\n")
+            .manifest(),
     );
 
     let run = migrate(&["-f", &file, "--database-url", &db.url], None);
@@ -112,9 +108,16 @@ async fn the_crds_schema_and_cel_rules_judge_every_document_and_the_valid_one_st
         ("cel-payload", "  payload: Json\n".to_owned()),
         ("duration", "  lock:\n    timeout: soon\n".to_owned()),
     ];
-    let mut text: String = docs.iter().map(|(n, s)| boxtable(n, s)).collect();
+    let mut text: String = docs
+        .iter()
+        .map(|(n, s)| boxtable(n).namespace("shop").raw_spec(s).manifest())
+        .collect();
     text.push_str(
-        &boxtable("cel-inbox", "  targetVersion: 3\n").replace("box: Outbox", "box: Inbox"),
+        &boxtable("cel-inbox")
+            .namespace("shop")
+            .raw_spec("  targetVersion: 3\n")
+            .manifest()
+            .replace("box: Outbox", "box: Inbox"),
     );
     text.push_str(
         "---\napiVersion: brighter.dev/v1alpha1\nkind: BoxTable\nmetadata:\n  name: required\n  namespace: shop\nspec:\n  box: Outbox\n",
@@ -176,7 +179,11 @@ async fn database_url_in_the_environment_is_ignored_unless_a_flag_asks_for_it_an
 {
     let db = support::fresh_db().await;
     let dir = tempfile::tempdir().unwrap();
-    let file = write(dir.path(), "outbox.yaml", &boxtable("orders", ""));
+    let file = write(
+        dir.path(),
+        "outbox.yaml",
+        &boxtable("orders").namespace("shop").manifest(),
+    );
 
     let ignored = migrate(&["-f", &file], Some(&db.url));
 
@@ -236,12 +243,18 @@ async fn every_file_is_read_every_error_reported_then_one_summary_and_the_worst_
     write(
         dir.path(),
         "b-typo.yaml",
-        &boxtable("typo", "  shcema: sales\n"),
+        &boxtable("typo")
+            .namespace("shop")
+            .raw_spec("  shcema: sales\n")
+            .manifest(),
     );
     write(
         dir.path(),
         "c-good.yaml",
-        &boxtable("good", "  table: good_outbox\n"),
+        &boxtable("good")
+            .namespace("shop")
+            .raw_spec("  table: good_outbox\n")
+            .manifest(),
     );
     write(
         dir.path(),
@@ -296,9 +309,16 @@ async fn a_suspended_table_behind_its_target_exits_2_and_one_at_its_target_exits
     let suspended = write(
         dir.path(),
         "s.yaml",
-        &boxtable("orders", "  suspend: true\n"),
+        &boxtable("orders")
+            .namespace("shop")
+            .raw_spec("  suspend: true\n")
+            .manifest(),
     );
-    let active = write(dir.path(), "a.yaml", &boxtable("orders", ""));
+    let active = write(
+        dir.path(),
+        "a.yaml",
+        &boxtable("orders").namespace("shop").manifest(),
+    );
 
     let behind = migrate(&["-f", &suspended, "--database-url", &db.url], None);
     assert_eq!(behind.code, Some(2), "{}\n{}", behind.stdout, behind.stderr);
@@ -319,7 +339,11 @@ async fn a_suspended_table_behind_its_target_exits_2_and_one_at_its_target_exits
 async fn a_path_that_cannot_be_read_is_reported_and_the_other_files_still_run() {
     let db = support::fresh_db().await;
     let dir = tempfile::tempdir().unwrap();
-    let good = write(dir.path(), "good.yaml", &boxtable("good", ""));
+    let good = write(
+        dir.path(),
+        "good.yaml",
+        &boxtable("good").namespace("shop").manifest(),
+    );
     let missing = dir.path().join("missing.yaml");
     let missing = missing.to_str().unwrap();
 

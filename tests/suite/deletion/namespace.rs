@@ -6,17 +6,11 @@
 use std::time::Duration;
 
 use crate::support::Sql;
+use crate::support::boxtable::boxtable;
 use crate::support::e2e::{Cluster, connect};
 
 /// Namespace deletion runs through the namespace controller's passes; generous on a busy machine.
 const WAIT: Duration = Duration::from_secs(180);
-
-fn boxtable(ns: &str, name: &str, table: &str, policy: &str) -> String {
-    format!(
-        "---\napiVersion: brighter.dev/v1alpha1\nkind: BoxTable\nmetadata:\n  name: {name}\n  namespace: {ns}\n\
-         spec:\n  box: Outbox\n  table: {table}\n  deletionPolicy: {policy}\n  database:\n    secretRef:\n      name: db\n"
-    )
-}
 
 async fn table_exists(cluster: &Cluster, table: &str) -> bool {
     connect(&cluster.db.url)
@@ -41,9 +35,23 @@ async fn history_tables(cluster: &Cluster) -> Vec<String> {
 /// Sets up namespace `ns` with two Drop BoxTables and one Retain BoxTable, all Ready.
 async fn three_ready_boxtables(cluster: &Cluster, ns: &str) {
     cluster.secret(ns, "db").await;
-    let manifests = boxtable(ns, "drop-a", "drop_a", "Drop")
-        + &boxtable(ns, "drop-b", "drop_b", "Drop")
-        + &boxtable(ns, "kept", "kept", "Retain");
+    let manifests = boxtable("drop-a")
+        .namespace(ns)
+        .table("drop_a")
+        .secret("db")
+        .drop_policy()
+        .manifest()
+        + &boxtable("drop-b")
+            .namespace(ns)
+            .table("drop_b")
+            .secret("db")
+            .drop_policy()
+            .manifest()
+        + &boxtable("kept")
+            .namespace(ns)
+            .table("kept")
+            .secret("db")
+            .manifest();
     cluster.apply(manifests).await;
     cluster.wait_ready_within(ns, "--all", 120).await;
 }
@@ -168,9 +176,21 @@ async fn with_the_operator_gone_retain_boxtables_and_their_namespace_are_deleted
     cluster.secret(ns, "db").await;
     cluster
         .apply(
-            boxtable(ns, "kept-a", "kept_a", "Retain")
-                + &boxtable(ns, "kept-b", "kept_b", "Retain")
-                + &boxtable(ns, "kept-c", "kept_c", "Retain"),
+            boxtable("kept-a")
+                .namespace(ns)
+                .table("kept_a")
+                .secret("db")
+                .manifest()
+                + &boxtable("kept-b")
+                    .namespace(ns)
+                    .table("kept_b")
+                    .secret("db")
+                    .manifest()
+                + &boxtable("kept-c")
+                    .namespace(ns)
+                    .table("kept_c")
+                    .secret("db")
+                    .manifest(),
         )
         .await;
     cluster.wait_ready_within(ns, "--all", 120).await;
@@ -214,7 +234,14 @@ async fn a_drop_finished_by_hand_leaves_no_finalizer_on_the_secret_and_its_names
     let _operator = cluster.operator(ns, "e2e-nsdelete-by-hand");
     cluster.secret(ns, "db").await;
     cluster
-        .apply(boxtable(ns, "stuck", "stuck_outbox", "Drop"))
+        .apply(
+            boxtable("stuck")
+                .namespace(ns)
+                .table("stuck_outbox")
+                .secret("db")
+                .drop_policy()
+                .manifest(),
+        )
         .await;
     cluster.wait_ready(ns, "stuck").await;
     cluster

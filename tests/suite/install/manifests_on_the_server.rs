@@ -9,17 +9,11 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::support;
+use crate::support::boxtable::boxtable;
 use crate::support::control_plane::{ControlPlane, OPERATOR_USER, describe};
 use crate::support::e2e::{Cluster, control_plane};
 
 const WAIT: Duration = Duration::from_secs(90);
-
-fn boxtable(ns: &str, name: &str, extra_spec: &str) -> String {
-    format!(
-        "apiVersion: brighter.dev/v1alpha1\nkind: BoxTable\nmetadata:\n  name: {name}\n  namespace: {ns}\n\
-         spec:\n  box: Outbox\n  database:\n    secretRef:\n      name: db\n{extra_spec}"
-    )
-}
 
 fn stderr(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
@@ -162,7 +156,11 @@ fn invalid_boxtables_are_refused_at_apply_time_with_the_servers_messages() {
     let plane = control_plane();
     let ns = plane.create_namespace("refusals");
     for (i, case) in REFUSALS.iter().enumerate() {
-        let mut manifest = boxtable(&ns, &format!("bad-{i}"), case.spec);
+        let mut manifest = boxtable(&format!("bad-{i}"))
+            .namespace(&ns)
+            .secret("db")
+            .raw_spec(case.spec)
+            .manifest();
         if case.what.contains("an inbox") {
             manifest = manifest.replace("box: Outbox", "box: Inbox");
         }
@@ -252,7 +250,11 @@ fn a_bad_lock_timeout_draws_one_message_and_the_same_one_from_the_server_and_fro
     let dir = tempfile::tempdir().unwrap();
     for (i, (timeout, message)) in BAD_LOCK_TIMEOUTS.iter().enumerate() {
         let name = format!("bad-timeout-{i}");
-        let manifest = boxtable(&ns, &name, &format!("  lock:\n    timeout: {timeout:?}\n"));
+        let manifest = boxtable(&name)
+            .namespace(&ns)
+            .secret("db")
+            .raw_spec(&format!("  lock:\n    timeout: {timeout:?}\n"))
+            .manifest();
 
         let server_says = server_refusal(plane, &manifest, &name);
         let migrate_says = migrate_refusal(dir.path(), &manifest, &ns, &name);
@@ -269,8 +271,12 @@ fn migrate_words_an_object_rule_and_the_rules_left_unchecked_as_the_server_does(
     let dir = tempfile::tempdir().unwrap();
 
     // A rule on the spec (an object): the server shows no value.
-    let inbox =
-        boxtable(&ns, "inbox-v3", "  targetVersion: 3\n").replace("box: Outbox", "box: Inbox");
+    let inbox = boxtable("inbox-v3")
+        .namespace(&ns)
+        .secret("db")
+        .raw_spec("  targetVersion: 3\n")
+        .manifest()
+        .replace("box: Outbox", "box: Inbox");
     let expected = "spec: Invalid value: an Inbox has versions 1 to 2";
     assert_eq!(server_refusal(plane, &inbox, "inbox-v3"), expected);
     assert_eq!(
@@ -306,7 +312,11 @@ fn migrate_words_an_object_rule_and_the_rules_left_unchecked_as_the_server_does(
 fn the_immutability_rules_are_enforced_by_the_server_on_update() {
     let plane = control_plane();
     let ns = plane.create_namespace("immutable");
-    let original = boxtable(&ns, "orders", "  table: orders_outbox\n  schema: sales\n");
+    let original = boxtable("orders")
+        .namespace(&ns)
+        .secret("db")
+        .raw_spec("  table: orders_outbox\n  schema: sales\n")
+        .manifest();
     plane
         .kubectl_admin(&["apply", "-f", "-"], Some(&original))
         .unwrap();
@@ -350,7 +360,7 @@ fn the_immutability_rules_are_enforced_by_the_server_on_update() {
 fn spec_table_may_be_written_out_later_as_the_table_in_use_but_never_changed() {
     let plane = control_plane();
     let ns = plane.create_namespace("table-later");
-    let defaulted = boxtable(&ns, "orders", "");
+    let defaulted = boxtable("orders").namespace(&ns).secret("db").manifest();
     plane
         .kubectl_admin(&["apply", "-f", "-"], Some(&defaulted))
         .unwrap();
@@ -571,7 +581,7 @@ fn users_bound_to_the_built_in_edit_and_view_roles_can_use_boxtables() {
         plane.kubectl_as(&plane.admin_kubeconfig, &all, stdin)
     };
 
-    let manifest = boxtable(&ns, "orders", "");
+    let manifest = boxtable("orders").namespace(&ns).secret("db").manifest();
     let created = as_user("alice", &["apply", "-f", "-"], Some(&manifest));
     assert!(
         created.status.success(),

@@ -14,6 +14,7 @@ use kube::api::Api;
 use serde_json::{Value, json};
 
 use crate::support;
+use crate::support::boxtable::boxtable;
 use crate::support::control_plane::ControlPlane;
 use crate::support::e2e::*;
 
@@ -110,16 +111,6 @@ fn roles_for(objects: &[Value], namespaces: &[(String, String)], sa: (&str, &str
     json!({"apiVersion": "v1", "kind": "List", "items": items})
 }
 
-fn boxtable(namespace: &str, name: &str, table: &str) -> String {
-    json!({
-        "apiVersion": "brighter.dev/v1alpha1",
-        "kind": "BoxTable",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {"box": "Outbox", "table": table, "database": {"secretRef": {"name": "db"}}},
-    })
-    .to_string()
-}
-
 fn secret(namespace: &str, url: &str) -> String {
     json!({
         "apiVersion": "v1",
@@ -157,7 +148,13 @@ async fn the_operator_runs_with_only_the_namespaced_roles_and_cannot_read_other_
         plane
             .kubectl_admin(
                 &["apply", "-f", "-"],
-                Some(&boxtable(ns, "orders", &format!("outbox_{i}"))),
+                Some(
+                    &boxtable("orders")
+                        .namespace(ns)
+                        .table(&format!("outbox_{i}"))
+                        .secret("db")
+                        .manifest(),
+                ),
             )
             .unwrap();
     }

@@ -4,16 +4,10 @@
 
 use std::time::Duration;
 
+use crate::support::boxtable::boxtable;
 use crate::support::e2e::{Cluster, scrape};
 
 const WAIT: Duration = Duration::from_secs(120);
-
-fn boxtable(ns: &str, name: &str, table: &str) -> String {
-    format!(
-        "---\napiVersion: brighter.dev/v1alpha1\nkind: BoxTable\nmetadata:\n  name: {name}\n  namespace: {ns}\n\
-         spec:\n  box: Outbox\n  table: {table}\n  deletionPolicy: Drop\n  database:\n    secretRef:\n      name: db\n"
-    )
-}
 
 /// The value of `series` in `body`; `None` when the series is not there.
 fn value(body: &str, series: &str) -> Option<f64> {
@@ -35,7 +29,16 @@ async fn the_binary_logs_its_metrics_port_and_each_migration_in_plain_text_and_c
         "the real port is logged, not the requested 0"
     );
 
-    cluster.apply(boxtable(ns, "orders", "orders_outbox")).await;
+    cluster
+        .apply(
+            boxtable("orders")
+                .namespace(ns)
+                .table("orders_outbox")
+                .secret("db")
+                .drop_policy()
+                .manifest(),
+        )
+        .await;
     cluster.wait_ready(ns, "orders").await;
     let migrated = cluster
         .eventually("the migration's info line", WAIT, || async {
@@ -123,7 +126,16 @@ async fn ready_condition(cluster: &Cluster, ns: &str, name: &str) -> Option<serd
 /// Creates a Drop BoxTable `name` for `table` in `ns`, waits until it is Ready, deletes it and
 /// waits until it is gone (dropped, its finalizer removed).
 async fn create_and_delete(cluster: &Cluster, ns: &str, name: &str, table: &str) {
-    cluster.apply(boxtable(ns, name, table)).await;
+    cluster
+        .apply(
+            boxtable(name)
+                .namespace(ns)
+                .table(table)
+                .secret("db")
+                .drop_policy()
+                .manifest(),
+        )
+        .await;
     cluster.wait_ready(ns, name).await;
     let object = format!("boxtable/{name}");
     cluster
@@ -204,7 +216,16 @@ async fn deleting_a_drop_boxtable_logs_no_warning() {
     // The deletion's last watch event may queue one more pass, for an object that is gone by
     // then; it is answered at once, before a pass over a BoxTable created afterwards (whose
     // events come later on the same watch) can finish.
-    cluster.apply(boxtable(ns, "later", "later_outbox")).await;
+    cluster
+        .apply(
+            boxtable("later")
+                .namespace(ns)
+                .table("later_outbox")
+                .secret("db")
+                .drop_policy()
+                .manifest(),
+        )
+        .await;
     cluster.wait_ready(ns, "later").await;
     cluster
         .eventually("the later BoxTable's pass to end", WAIT, || async {
@@ -259,9 +280,27 @@ async fn the_shipped_environment_migrates_without_notice_lines() {
     cluster.secret(ns, "db").await;
     let operator = cluster.operator_with_log_filter(ns, "shipped-logs", &log_format, &log_filter);
     // The second table's migration finds the history table there already.
-    cluster.apply(boxtable(ns, "first", "first_outbox")).await;
+    cluster
+        .apply(
+            boxtable("first")
+                .namespace(ns)
+                .table("first_outbox")
+                .secret("db")
+                .drop_policy()
+                .manifest(),
+        )
+        .await;
     cluster.wait_ready(ns, "first").await;
-    cluster.apply(boxtable(ns, "second", "second_outbox")).await;
+    cluster
+        .apply(
+            boxtable("second")
+                .namespace(ns)
+                .table("second_outbox")
+                .secret("db")
+                .drop_policy()
+                .manifest(),
+        )
+        .await;
     cluster.wait_ready(ns, "second").await;
     let migrated = cluster
         .eventually("both migrations' info lines", WAIT, || async {
@@ -297,14 +336,36 @@ async fn a_refused_pass_is_logged_as_a_refusal_never_as_a_failed_migration() {
         ))
         .await;
     let operator = cluster.operator(ns, "refusals");
-    cluster.apply(boxtable(ns, "owner", "shared_outbox")).await;
+    cluster
+        .apply(
+            boxtable("owner")
+                .namespace(ns)
+                .table("shared_outbox")
+                .secret("db")
+                .drop_policy()
+                .manifest(),
+        )
+        .await;
     cluster.wait_ready(ns, "owner").await;
     cluster
-        .apply(boxtable(ns, "second", "shared_outbox").replace("name: db", "name: alias"))
+        .apply(
+            boxtable("second")
+                .namespace(ns)
+                .table("shared_outbox")
+                .secret("db")
+                .drop_policy()
+                .manifest()
+                .replace("name: db", "name: alias"),
+        )
         .await;
     cluster
         .apply(
-            boxtable(ns, "billing", "outbox")
+            boxtable("billing")
+                .namespace(ns)
+                .table("outbox")
+                .secret("db")
+                .drop_policy()
+                .manifest()
                 .replace("table: outbox", "table: outbox\n  schema: billing"),
         )
         .await;

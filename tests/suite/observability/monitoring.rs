@@ -13,16 +13,10 @@ use boxtable_operator::lock::LockIdentity;
 
 use crate::support;
 use crate::support::Sql;
+use crate::support::boxtable::boxtable;
 use crate::support::e2e::{Cluster, connect, scrape};
 
 const WAIT: Duration = Duration::from_secs(120);
-
-fn boxtable(ns: &str, name: &str, table: &str, secret: &str) -> String {
-    format!(
-        "---\napiVersion: brighter.dev/v1alpha1\nkind: BoxTable\nmetadata:\n  name: {name}\n  namespace: {ns}\n\
-         spec:\n  box: Outbox\n  table: {table}\n  database:\n    secretRef:\n      name: {secret}\n"
-    )
-}
 
 /// The value of exactly `series` (name and labels) in a scrape.
 fn sample(body: &str, series: &str) -> Option<f64> {
@@ -61,10 +55,22 @@ async fn a_running_operator_exports_every_metric_the_dashboard_and_the_alerts_re
 
     // One table migrated, one BoxTable stalled on a missing Secret.
     cluster
-        .apply(boxtable(ns, "orders", "orders_outbox", "db"))
+        .apply(
+            boxtable("orders")
+                .namespace(ns)
+                .table("orders_outbox")
+                .secret("db")
+                .manifest(),
+        )
         .await;
     cluster
-        .apply(boxtable(ns, "lost", "lost_outbox", "no-such-secret"))
+        .apply(
+            boxtable("lost")
+                .namespace(ns)
+                .table("lost_outbox")
+                .secret("no-such-secret")
+                .manifest(),
+        )
         .await;
     wait_for_sample(
         &cluster,
@@ -170,7 +176,15 @@ async fn lock_held_reads_1_while_a_migration_holds_the_lock_and_a_session_blocke
         .unwrap();
     let operator = cluster.operator(ns, "e2e-monitoring-lock");
     let addr = operator.metrics_address(&cluster).await;
-    cluster.apply(boxtable(ns, "held", "held", "db")).await;
+    cluster
+        .apply(
+            boxtable("held")
+                .namespace(ns)
+                .table("held")
+                .secret("db")
+                .manifest(),
+        )
+        .await;
     cluster.wait_for_alter_blocked_on_lock(ns, WAIT).await;
     wait_for_sample(&cluster, addr, "boxtable_lock_held", 1.0).await;
     assert_eq!(

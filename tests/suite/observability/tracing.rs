@@ -17,6 +17,7 @@ use opentelemetry_proto::tonic::common::v1::any_value::Value;
 use opentelemetry_proto::tonic::trace::v1::Span;
 use prost::Message;
 
+use crate::support::boxtable::boxtable;
 use crate::support::e2e::Cluster;
 
 const WAIT: Duration = Duration::from_secs(120);
@@ -85,13 +86,6 @@ fn attribute(span: &Span, key: &str) -> Option<String> {
         .and_then(|kv| string(kv.value.as_ref()?.value.as_ref()?))
 }
 
-fn boxtable(ns: &str, name: &str, table: &str, secret: &str) -> String {
-    format!(
-        "---\napiVersion: brighter.dev/v1alpha1\nkind: BoxTable\nmetadata:\n  name: {name}\n  namespace: {ns}\n\
-         spec:\n  box: Outbox\n  table: {table}\n  database:\n    secretRef:\n      name: {secret}\n"
-    )
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_pass_is_one_trace_with_the_secret_read_the_lock_wait_and_the_migration_as_children_and_no_password()
  {
@@ -121,10 +115,22 @@ async fn each_pass_is_one_trace_with_the_secret_read_the_lock_wait_and_the_migra
     let endpoint = format!("http://{addr}");
     let operator = cluster.operator_with(ns, "e2e-tracing", &["--otlp-endpoint", &endpoint]);
     cluster
-        .apply(boxtable(ns, "orders", "orders_outbox", "db"))
+        .apply(
+            boxtable("orders")
+                .namespace(ns)
+                .table("orders_outbox")
+                .secret("db")
+                .manifest(),
+        )
         .await;
     cluster
-        .apply(boxtable(ns, "refused", "refused_outbox", "wrong"))
+        .apply(
+            boxtable("refused")
+                .namespace(ns)
+                .table("refused_outbox")
+                .secret("wrong")
+                .manifest(),
+        )
         .await;
     cluster.wait_ready(ns, "orders").await;
 

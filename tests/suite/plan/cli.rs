@@ -7,6 +7,7 @@ use std::process::{Command, Output, Stdio};
 use serde_json::Value;
 
 use crate::support;
+use crate::support::boxtable::boxtable;
 
 fn command(args: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_boxtable-operator"));
@@ -31,13 +32,6 @@ fn write(dir: &Path, name: &str, body: &str) -> String {
     let path = dir.join(name);
     std::fs::write(&path, body).unwrap();
     path.to_str().unwrap().to_owned()
-}
-
-fn boxtable(name: &str, box_kind: &str, extra: &str) -> String {
-    format!(
-        "---\napiVersion: brighter.dev/v1alpha1\nkind: BoxTable\nmetadata:\n  name: {name}\n  namespace: shop\n\
-         spec:\n  box: {box_kind}\n  database:\n    secretRef:\n      name: shop-db\n{extra}"
-    )
 }
 
 /// The statements a run changed the database with: what the server received minus reads,
@@ -107,21 +101,27 @@ async fn the_plan_lists_byte_for_byte_the_statements_the_run_then_sends() {
     let first = write(
         dir.path(),
         "a-first.yaml",
-        &boxtable("orders", "Outbox", "  targetVersion: 5\n"),
+        &boxtable("orders")
+            .namespace("shop")
+            .raw_spec("  targetVersion: 5\n")
+            .manifest(),
     );
     let (code, _, stderr) = run(&["migrate", "-f", &first, "--database-url", &db.url]);
     assert_eq!(code, Some(0), "{stderr}");
     let manifests = [
         // Normal: V5 to V8 on the table the first run created.
-        boxtable("orders", "Outbox", ""),
+        boxtable("orders").namespace("shop").manifest(),
         // Bootstrap of the hand-made table.
-        boxtable("legacy", "Outbox", "  table: legacy_outbox\n"),
+        boxtable("legacy")
+            .namespace("shop")
+            .raw_spec("  table: legacy_outbox\n")
+            .manifest(),
         // Fresh, with a per-schema history seeded from public's.
-        boxtable(
-            "sales-inbox",
-            "Inbox",
-            "  schema: sales\n  historyScope: PerSchema\n  payload: Jsonb\n",
-        ),
+        boxtable("sales-inbox")
+            .namespace("shop")
+            .inbox()
+            .raw_spec("  schema: sales\n  historyScope: PerSchema\n  payload: Jsonb\n")
+            .manifest(),
     ]
     .concat();
     let file = write(dir.path(), "b-all.yaml", &manifests);
@@ -199,7 +199,10 @@ async fn a_plan_takes_no_lock_and_waits_for_none() {
     let file = write(
         dir.path(),
         "outbox.yaml",
-        &boxtable("orders", "Outbox", "  lock:\n    timeout: 1h\n"),
+        &boxtable("orders")
+            .namespace("shop")
+            .raw_spec("  lock:\n    timeout: 1h\n")
+            .manifest(),
     );
 
     let proxy = support::wire::start(support::wire::upstream(&db.config())).await;
@@ -245,7 +248,11 @@ async fn a_plan_takes_no_lock_and_waits_for_none() {
 #[test]
 fn a_plan_that_cannot_reach_its_database_exits_1_not_2() {
     let dir = tempfile::tempdir().unwrap();
-    let file = write(dir.path(), "outbox.yaml", &boxtable("orders", "Outbox", ""));
+    let file = write(
+        dir.path(),
+        "outbox.yaml",
+        &boxtable("orders").namespace("shop").manifest(),
+    );
 
     let (code, stdout, _) = run(&[
         "plan",
@@ -272,7 +279,11 @@ fn a_usage_error_exits_1_so_it_never_reads_as_changes_pending() {
 async fn an_up_to_date_table_plans_no_statements_exits_0_and_reports_its_drift_as_json() {
     let db = support::fresh_db().await;
     let dir = tempfile::tempdir().unwrap();
-    let file = write(dir.path(), "outbox.yaml", &boxtable("orders", "Outbox", ""));
+    let file = write(
+        dir.path(),
+        "outbox.yaml",
+        &boxtable("orders").namespace("shop").manifest(),
+    );
     let url_file = write(dir.path(), "database-url", &format!("{}\n", db.url));
     let (code, _, stderr) = run(&["migrate", "-f", &file, "--database-url-file", &url_file]);
     assert_eq!(code, Some(0), "{stderr}");

@@ -10,19 +10,13 @@ use jiff::Timestamp;
 use tokio::sync::Mutex;
 
 use crate::support;
+use crate::support::boxtable::boxtable;
 use crate::support::e2e::{Cluster, ControlPlane, connect};
 
 const WAIT: Duration = Duration::from_secs(180);
 
 /// One restart at a time.
 static RESTARTS: Mutex<()> = Mutex::const_new(());
-
-fn boxtable(ns: &str, name: &str, table: &str) -> String {
-    format!(
-        "---\napiVersion: brighter.dev/v1alpha1\nkind: BoxTable\nmetadata:\n  name: {name}\n  namespace: {ns}\n\
-         spec:\n  box: Outbox\n  table: {table}\n  database:\n    secretRef:\n      name: db\n"
-    )
-}
 
 /// Kills kube-apiserver and waits until its supervisor has a new one serving `/readyz`; returns
 /// when that began.
@@ -101,7 +95,15 @@ async fn a_migration_survives_the_api_server_being_killed_and_restarted_and_runs
         .await
         .unwrap();
     let operator = cluster.operator(ns, "e2e-apirestart");
-    cluster.apply(boxtable(ns, "busy", "busy")).await;
+    cluster
+        .apply(
+            boxtable("busy")
+                .namespace(ns)
+                .table("busy")
+                .secret("db")
+                .manifest(),
+        )
+        .await;
     cluster
         .wait_for_alter_blocked_on_lock("apirestart", WAIT)
         .await;
@@ -181,7 +183,15 @@ async fn after_an_etcd_compaction_expires_the_watch_the_operator_relists_and_con
     let ns = "compaction";
     cluster.secret(ns, "db").await;
     let _operator = cluster.operator(ns, "e2e-compaction");
-    cluster.apply(boxtable(ns, "first", "first_outbox")).await;
+    cluster
+        .apply(
+            boxtable("first")
+                .namespace(ns)
+                .table("first_outbox")
+                .secret("db")
+                .manifest(),
+        )
+        .await;
     cluster.wait_ready(ns, "first").await;
     let lists_before = list_calls(plane, &token);
 
@@ -203,7 +213,15 @@ async fn after_an_etcd_compaction_expires_the_watch_the_operator_relists_and_con
     let killed_at = kill_and_wait_for_restart(&cluster, plane).await;
     let ready_at = Timestamp::now();
 
-    cluster.apply(boxtable(ns, "second", "second_outbox")).await;
+    cluster
+        .apply(
+            boxtable("second")
+                .namespace(ns)
+                .table("second_outbox")
+                .secret("db")
+                .manifest(),
+        )
+        .await;
     cluster.wait_ready_within(ns, "second", 180).await;
     cluster
         .eventually("the operator to list BoxTables again", WAIT, || async {

@@ -6,16 +6,10 @@ use std::time::Duration;
 
 use crate::support;
 use crate::support::Sql;
+use crate::support::boxtable::boxtable;
 use crate::support::e2e::{Cluster, Rule, connect, find_kubectl};
 
 const WAIT: Duration = Duration::from_secs(60);
-
-fn boxtable(ns: &str, name: &str, table: &str) -> String {
-    format!(
-        "apiVersion: brighter.dev/v1alpha1\nkind: BoxTable\nmetadata:\n  name: {name}\n  namespace: {ns}\n\
-         spec:\n  box: Outbox\n  table: {table}\n  database:\n    secretRef:\n      name: db\n"
-    )
-}
 
 /// Operator sessions (application_name `boxtable-operator/<namespace>/...`) in the test database.
 async fn operator_sessions(observer: &tokio_postgres::Client, namespace: &str) -> i64 {
@@ -174,10 +168,11 @@ async fn two_operator_processes_migrate_twenty_boxtables_exactly_once() {
     let second = cluster.operator("pair", "e2e-second");
     let manifests: String = (1..=20)
         .map(|i| {
-            format!(
-                "---\n{}",
-                boxtable("pair", &format!("outbox-{i:02}"), &format!("outbox_{i:02}"))
-            )
+            boxtable(&format!("outbox-{i:02}"))
+                .namespace("pair")
+                .table(&format!("outbox_{i:02}"))
+                .secret("db")
+                .manifest()
         })
         .collect();
     cluster.apply(manifests).await;
@@ -232,7 +227,15 @@ async fn a_sigkilled_operator_leaves_no_partial_table_or_lock_and_a_restart_conv
         .unwrap();
     let before = columns(&cluster, "victim").await;
     let operator = cluster.operator("kill", "e2e-killed");
-    cluster.apply(boxtable("kill", "victim", "victim")).await;
+    cluster
+        .apply(
+            boxtable("victim")
+                .namespace("kill")
+                .table("victim")
+                .secret("db")
+                .manifest(),
+        )
+        .await;
 
     // Wait until the operator is inside its migration transaction, blocked on the first ALTER.
     cluster.wait_for_alter_blocked_on_lock("kill", WAIT).await;
@@ -303,10 +306,11 @@ async fn the_operator_converges_through_api_server_errors_conflicts_and_dropped_
     let _operator = cluster.operator("faults", "e2e-faults");
     let manifests: String = (1..=3)
         .map(|i| {
-            format!(
-                "---\n{}",
-                boxtable("faults", &format!("faulty-{i}"), &format!("faulty_{i}"))
-            )
+            boxtable(&format!("faulty-{i}"))
+                .namespace("faults")
+                .table(&format!("faulty_{i}"))
+                .secret("db")
+                .manifest()
         })
         .collect();
     cluster.apply(manifests).await;
@@ -343,7 +347,11 @@ async fn invalid_manifests_are_refused_by_kubectl_apply_and_nothing_reaches_the_
     let cluster = Cluster::start().await;
     cluster.secret("bad", "db").await;
     let _operator = cluster.operator("bad", "e2e-bad");
-    let valid = boxtable("bad", "good", "good_outbox");
+    let valid = boxtable("good")
+        .namespace("bad")
+        .table("good_outbox")
+        .secret("db")
+        .manifest();
     let cases: Vec<(&str, String, &str)> = vec![
         (
             "identifier with a leading digit",

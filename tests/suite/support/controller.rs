@@ -12,10 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use boxtable_operator::controller::{self, RunError, Settings};
-use boxtable_operator::crd::{
-    BoxKind, BoxTable, BoxTableSpec, BoxTableStatus, ConnectionKeys, ConnectionParameters,
-    DeletionPolicy,
-};
+use boxtable_operator::crd::{BoxTable, BoxTableStatus};
 use boxtable_operator::ident::QualifiedName;
 use boxtable_operator::lock::LockIdentity;
 use boxtable_operator::telemetry::{Metrics, Readiness};
@@ -31,6 +28,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::support::TestDb;
+pub use crate::support::boxtable::{BoxTableBuilder, boxtable};
 use crate::support::control_plane::{ControlPlane, OperatorToken, control_plane};
 use crate::support::db::Sql;
 use crate::support::fault_proxy::{FaultProxy, Faults};
@@ -45,89 +43,6 @@ pub const SECRET: &str = "shop-db";
 pub const RESYNC: Duration = Duration::from_secs(2);
 /// How often waits poll the API server.
 const POLL: Duration = Duration::from_millis(100);
-
-/// A BoxTable under construction: `boxtable("orders").outbox().schema("sales").target(5)`.
-pub struct BoxTableBuilder {
-    name: String,
-    spec: BoxTableSpec,
-}
-
-/// An outbox named `name` with every default, reading the test Secret.
-pub fn boxtable(name: &str) -> BoxTableBuilder {
-    BoxTableBuilder {
-        name: name.to_owned(),
-        spec: BoxTableSpec::new(BoxKind::Outbox, SECRET),
-    }
-}
-
-impl BoxTableBuilder {
-    pub fn outbox(mut self) -> Self {
-        self.spec.box_kind = BoxKind::Outbox;
-        self
-    }
-
-    pub fn inbox(mut self) -> Self {
-        self.spec.box_kind = BoxKind::Inbox;
-        self
-    }
-
-    pub fn table(mut self, table: &str) -> Self {
-        self.spec.table = Some(table.to_owned());
-        self
-    }
-
-    pub fn schema(mut self, schema: &str) -> Self {
-        schema.clone_into(&mut self.spec.schema);
-        self
-    }
-
-    pub fn lock_timeout(mut self, timeout: &str) -> Self {
-        timeout.clone_into(&mut self.spec.lock.timeout);
-        self
-    }
-
-    pub fn target(mut self, version: u32) -> Self {
-        self.spec.target_version = Some(version);
-        self
-    }
-
-    /// `spec.ddl.lockTimeout`: how long a DDL statement waits for a table lock.
-    pub fn ddl_lock_timeout(mut self, timeout: &str) -> Self {
-        self.spec
-            .ddl
-            .get_or_insert_with(Default::default)
-            .lock_timeout = Some(timeout.to_owned());
-        self
-    }
-
-    pub fn drop_policy(mut self) -> Self {
-        self.spec.deletion_policy = DeletionPolicy::Drop;
-        self
-    }
-
-    pub fn suspended(mut self) -> Self {
-        self.spec.suspend = true;
-        self
-    }
-
-    pub fn secret(mut self, name: &str) -> Self {
-        name.clone_into(&mut self.spec.database.secret_ref.name);
-        self
-    }
-
-    /// Reads the connection from the Secret's separate `keys`, with `parameters`.
-    pub fn separate_keys(mut self, keys: ConnectionKeys, parameters: ConnectionParameters) -> Self {
-        self.spec.database.secret_ref.keys = Some(keys);
-        self.spec.database.parameters = Some(parameters);
-        self
-    }
-
-    pub fn build(self) -> BoxTable {
-        let mut bt = BoxTable::new(&self.name, self.spec);
-        bt.metadata.namespace = Some(NAMESPACE.to_owned());
-        bt
-    }
-}
 
 /// How the harness starts.
 pub struct HarnessBuilder {

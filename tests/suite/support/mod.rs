@@ -7,6 +7,7 @@
 //! on as Pods ([`node`]).
 
 pub mod black_hole;
+pub mod boxtable;
 pub mod control_plane;
 pub mod controller;
 pub mod db;
