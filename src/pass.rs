@@ -108,7 +108,7 @@ pub fn failure(error: &ConvergeError) -> Observed {
 
 /// What a failed pass did to the lock: a timeout (with the holder, when seen) or a lost lock;
 /// `None` when the lock was not the trouble.
-pub fn failed_lock(error: &ConvergeError) -> Option<LockObservation> {
+fn failed_lock(error: &ConvergeError) -> Option<LockObservation> {
     let ConvergeError::Run {
         source: RunError::Lock(lock),
         ..

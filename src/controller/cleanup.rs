@@ -179,7 +179,7 @@ pub(super) async fn cleanup(
                 ctx.metrics
                     .record_lock(LockOutcome::TimedOut, plan.lock_timeout());
             }
-            let lock = crate::pass::failed_lock(&error);
+            let lock = crate::pass::failure(&error).into_lock();
             let hint =
                 "deletion waits until the drop succeeds (or set spec.deletionPolicy to Retain)";
             keep_failed(pass, &plan, &error.message(), hint, lock).await
@@ -205,30 +205,23 @@ fn already_deleting(pass: &Pass<'_>) -> bool {
     let Some(status) = &pass.written else {
         return false;
     };
-    let ready_reason = status
-        .conditions
-        .iter()
-        .find(|c| c.type_ == crate::status::READY)
-        .map(|c| c.reason.as_str());
+    let ready_reason = status.ready_reason();
     let waiting = status
         .lock
         .as_ref()
         .is_some_and(|l| l.state == LockState::Waiting);
     matches!(
         ready_reason,
-        Some("Deleting" | "DropFailed" | "DropBlocked")
-    ) || (waiting && ready_reason == Some("WaitingForLock"))
+        Some(Reason::Deleting | Reason::DropFailed | Reason::DropBlocked)
+    ) || (waiting && ready_reason == Some(Reason::WaitingForLock))
 }
 
 /// Whether the BoxTable's last pass stalled because another BoxTable manages its table: then its
 /// deletion is announced as keeping the table, which the drop's verdict is expected to confirm.
 fn managed_elsewhere(bt: &BoxTable) -> bool {
-    bt.status.as_ref().is_some_and(|status| {
-        status
-            .conditions
-            .iter()
-            .any(|c| c.type_ == crate::status::READY && c.reason == Reason::TableConflict.as_str())
-    })
+    bt.status
+        .as_ref()
+        .is_some_and(|status| status.ready_reason() == Some(Reason::TableConflict))
 }
 
 /// Whether the confirm-drop annotation names this table exactly as `status.table` shows it

@@ -18,8 +18,7 @@ use crate::crd::{BoxTable, FINALIZER};
 use crate::migrate::ownership::Owner;
 use crate::telemetry::Metrics;
 
-/// The name of the leader-election Lease and the events' reporting controller.
-pub const CONTROLLER_NAME: &str = "boxtable-operator";
+pub use crate::crd::CONTROLLER_NAME;
 
 /// What every reconcile pass shares.
 pub struct Context {

@@ -25,9 +25,13 @@ pub use database::{
 };
 
 pub use status::{
-    BoxTableStatus, LastRun, LockHolder, LockState, LockStatus, PendingPlan, PendingVersion,
-    PgLocks,
+    BoxTableStatus, DRIFTED, LastRun, LockHolder, LockState, LockStatus, PendingPlan,
+    PendingVersion, PgLocks, READY, RECONCILING, Reported, STALLED,
 };
+
+/// The operator's name: the leader-election Lease, the events' reporting controller, the traces'
+/// service and the prefix of its sessions' `application_name`.
+pub const CONTROLLER_NAME: &str = "boxtable-operator";
 
 /// The API group of every resource this operator serves.
 pub const GROUP: &str = "brighter.dev";

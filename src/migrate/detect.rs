@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use tokio_postgres::Client;
+use tokio_postgres::error::SqlState;
 use tokio_postgres::types::Type;
 
 use super::{BoxKind, Payload, Plan, RunError, RunPath};
@@ -72,9 +73,6 @@ pub struct CatalogSnapshot {
     /// The table's comment (where its ownership record lives), `None` without one or a table.
     pub comment: Option<String>,
 }
-
-/// SQLSTATE `undefined_table`.
-const UNDEFINED_TABLE: &str = "42P01";
 
 /// What the catalog says about a box table (see [`catalog`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -330,8 +328,8 @@ pub async fn catalog_with_public_history(
         Ok(row) => row,
         Err(source)
             if source
-                .as_db_error()
-                .is_some_and(|db| db.code().code() == UNDEFINED_TABLE) =>
+                .code()
+                .is_some_and(|code| *code == SqlState::UNDEFINED_TABLE) =>
         {
             return Ok(None);
         }

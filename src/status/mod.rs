@@ -26,12 +26,7 @@ pub use lock::LockObservation;
 use lock::{carried_lock, observed_lock, succeeded_lock, time};
 use messages::{last_run_of, success_message, truncate, version_text, waiting_message};
 
-/// The kstatus condition that says the table is at its target version.
-pub const READY: &str = "Ready";
-/// The kstatus condition that says the operator is still working (or retrying).
-pub const RECONCILING: &str = "Reconciling";
-/// The kstatus condition that says the operator gave up until something changes.
-pub const STALLED: &str = "Stalled";
+pub use crate::crd::{READY, RECONCILING, STALLED};
 
 /// Condition messages are cut to this many bytes, so a long error chain cannot bloat the object.
 pub const MAX_MESSAGE_BYTES: usize = 1024;
@@ -75,6 +70,17 @@ pub enum Observed {
         /// The BoxTable that owns the table.
         other: String,
     },
+}
+
+impl Observed {
+    /// What the pass saw of the lock, when this observation carries it.
+    pub fn into_lock(self) -> Option<LockObservation> {
+        match self {
+            Observed::Waiting(lock) | Observed::Migrating(lock) => Some(lock),
+            Observed::Failed { lock, .. } => lock,
+            _ => None,
+        }
+    }
 }
 
 /// How the three kstatus conditions read for one status.
@@ -338,12 +344,8 @@ fn kept_ready(
     {
         return None;
     }
-    let ready = prev
-        .conditions
-        .iter()
-        .find(|c| c.type_ == READY && c.status == "True")?;
-    let reason = ready.reason.parse::<Reason>().ok()?;
-    Some((reason, ready.message.clone()))
+    let ready = prev.ready().filter(|ready| ready.is_true())?;
+    Some((ready.reason?, ready.message.to_owned()))
 }
 
 fn in_progress(reason: Reason, message: String) -> Verdict {

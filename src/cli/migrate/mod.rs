@@ -209,7 +209,7 @@ async fn one(
             .map(|t| t.to_string()),
         database,
         result: Verdict::Failed,
-        reason: String::new(),
+        reason: None,
         message: String::new(),
         status: None,
         plan: None,
@@ -293,9 +293,11 @@ fn applied(
         observed,
         jiff::Timestamp::now(),
     );
-    let ready = status.conditions.iter().find(|c| c.type_ == status::READY);
-    result.reason = ready.map(|c| c.reason.clone()).unwrap_or_default();
-    result.message = ready.map(|c| c.message.clone()).unwrap_or_default();
+    let ready = status.ready();
+    result.reason = ready.and_then(|ready| ready.reason);
+    result.message = ready
+        .map(|ready| ready.message.to_owned())
+        .unwrap_or_default();
     result.result = match observed {
         Observed::Succeeded(_) => Verdict::Ready,
         Observed::Suspended {
@@ -338,19 +340,20 @@ fn failed(
         ));
     }
     result.result = Verdict::Failed;
-    result.reason = reason.as_str().to_owned();
+    result.reason = Some(reason);
     result.message = message;
     result
 }
 
-/// Plans one table: the verdict, reason, message and the statements a run would send.
+/// Plans one table: the verdict, the reason (`None` when the path says it all), the message and
+/// the statements a run would send.
 async fn planned(
     sessions: &SessionPool,
     target: &Target<'_>,
     plan: &Plan,
     suspended: bool,
     cancel: &CancellationToken,
-) -> Result<(Verdict, String, String, PlanReport), converge::ConvergeError> {
+) -> Result<(Verdict, Option<Reason>, String, PlanReport), converge::ConvergeError> {
     let preview = converge::preview(sessions, target, plan, cancel).await?;
     let decision = preview.decision;
     let path = decision.path();
@@ -372,29 +375,19 @@ async fn planned(
         } else {
             Verdict::Pending
         };
-        (
-            verdict,
-            Reason::Suspended.as_str().to_owned(),
-            message,
-            Vec::new(),
-        )
+        (verdict, Some(Reason::Suspended), message, Vec::new())
     } else if up_to_date {
-        (Verdict::Ready, path.as_str().to_owned(), would, Vec::new())
+        (Verdict::Ready, None, would, Vec::new())
     } else {
         let statements = preview
             .statements
             .iter()
             .map(PlannedStatement::of)
             .collect();
-        (
-            Verdict::Pending,
-            path.as_str().to_owned(),
-            would,
-            statements,
-        )
+        (Verdict::Pending, None, would, statements)
     };
     let report = PlanReport {
-        path: path.as_str().to_owned(),
+        path,
         from_version: from,
         to_version: to,
         target_version: preview.target_version,
