@@ -53,7 +53,7 @@ pub async fn observe(session: &Session, plan: &Plan) -> Result<Observation, RunE
         plan.table(),
     ))?;
     let facts = facts?;
-    let history = HistoryTable::for_table(plan.table(), plan.history_scope());
+    let history = plan.history().clone();
     let decision = detect::decide(plan, target, &facts, &history.quoted())?;
     Ok(Observation {
         current_version: decision.from_version(),
@@ -113,7 +113,7 @@ pub async fn preview(session: &Session, plan: &Plan) -> Result<Preview, RunError
         plan.table(),
     ))?;
     let (facts, public_history_exists) = read?;
-    let history = HistoryTable::for_table(plan.table(), plan.history_scope());
+    let history = plan.history().clone();
     let decision = detect::decide(plan, target, &facts, &history.quoted())?;
     let drift = match decision {
         Decision::Normal { from, .. } => super::inspect::drift(client, plan, from).await?,
