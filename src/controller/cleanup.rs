@@ -15,7 +15,6 @@ use super::context::{
     Context, ReconcileError, application_name, owner_of, read_secret, secret_source, target,
 };
 use super::events::{self, Transition};
-use super::schedule::Trigger;
 use super::wording::Stopped;
 use super::write::Pass;
 use crate::crd::{BoxTable, CONFIRM_DROP_ANNOTATION, DeletionPolicy, LockState};
@@ -49,7 +48,7 @@ pub(super) async fn cleanup(
         .and_then(|s| s.lock.as_ref())
         .and_then(|l| l.timeout_seconds)
         .and_then(|secs| Duration::try_from_secs_f64(secs).ok());
-    let Ok(plan) = crate::plan::teardown_plan(&bt.spec, fallback_wait) else {
+    let Ok(plan) = crate::pass::plan::teardown_plan(&bt.spec, fallback_wait) else {
         // The table name never resolved (it is immutable), so no run ever touched a table.
         tracing::info!("spec names no valid table; nothing to drop");
         return Ok(Cleanup::Release);
@@ -88,7 +87,7 @@ pub(super) async fn cleanup(
         suspended: bt.spec.suspend,
     };
     let (on_waiting, contention) = super::write::contention();
-    let run = crate::converge::drop(
+    let run = crate::pass::drop(
         &ctx.sessions,
         &target,
         &plan,
@@ -284,32 +283,27 @@ fn blocked_message(bt: &BoxTable, namespace: &str, table: &str, block: DropBlock
     }
 }
 
-/// Writes `DropBlocked` and keeps the finalizer until something changes (the annotation, the
-/// spec) or the next resync.
+/// Writes `DropBlocked` (given up: the message says when the next try is) and keeps the
+/// finalizer until something changes (the annotation, the spec) or the next resync; it ends as a
+/// migration's pass does ([`Pass::finish`]).
 async fn keep_blocked(
-    mut pass: Pass<'_>,
+    pass: Pass<'_>,
     plan: &Plan,
     message: &str,
     lock: LockObservation,
 ) -> Result<Cleanup, ReconcileError> {
     let observed = Observed::Failed {
         reason: Reason::DropBlocked,
-        message: format!("{message}; {}", super::write::retry_note(pass.ctx.resync)),
+        message: message.to_owned(),
         lock: Some(lock),
     };
-    pass.publish(Some(plan), &observed).await?;
-    let ctx = pass.ctx;
-    let uid = pass.bt.uid().unwrap_or_default();
-    ctx.backoff.on_success(&uid);
-    ctx.schedule.record(&uid, &Trigger::of(pass.bt), ctx.resync);
-    super::write::record_result(ctx, ReconcileResult::Stalled, pass.started);
-    Ok(Cleanup::Keep(Action::requeue(ctx.resync)))
+    pass.finish(Some(plan), observed).await.map(Cleanup::Keep)
 }
 
 /// Writes a `DropFailed` status naming the table, the cause and what the user can do, and keeps
 /// the finalizer until the next backoff step.
 async fn keep_failed(
-    mut pass: Pass<'_>,
+    pass: Pass<'_>,
     plan: &Plan,
     cause: &str,
     hint: &str,
@@ -320,14 +314,9 @@ async fn keep_failed(
         message: format!("cannot drop {}: {cause}; {hint}", plan.table()),
         lock,
     };
-    pass.publish(Some(plan), &observed).await?;
-    let ctx = pass.ctx;
-    let uid = pass.bt.uid().unwrap_or_default();
-    ctx.metrics.record_failure(Reason::DropFailed);
-    ctx.metrics.record_drop(DropResult::Failed);
-    super::write::record_result(ctx, ReconcileResult::Retry, pass.started);
-    let delay = ctx.backoff.on_failure(&uid);
-    ctx.schedule.record(&uid, &Trigger::of(pass.bt), delay);
+    let metrics = pass.ctx.metrics.clone();
+    let delay = pass.settle(Some(plan), observed).await?;
+    metrics.record_drop(DropResult::Failed);
     tracing::warn!(table = %plan.table(), retry_in = ?delay, "drop failed: {cause}");
     Ok(Cleanup::Keep(Action::requeue(delay)))
 }

@@ -13,9 +13,9 @@ use super::backoff::Backoff;
 use super::schedule::Schedule;
 use super::secret_guard::{GuardError, Holds};
 use super::secrets::{self, DatabaseSecret, SecretError, SourceError};
-use crate::converge::Target;
 use crate::crd::{BoxTable, FINALIZER};
 use crate::migrate::ownership::Owner;
+use crate::pass::Target;
 use crate::telemetry::Metrics;
 
 pub use crate::crd::CONTROLLER_NAME;

@@ -27,10 +27,9 @@ use super::secrets::{DatabaseSecret, SecretError};
 use super::wording::{Stopped, boxtable_field, deadline_message, not_done};
 use super::workers::Worker;
 use super::write::Pass;
-use crate::converge::{self, Target};
 use crate::crd::BoxTable;
 use crate::migrate::{Plan, RunPath};
-use crate::pass::{self, DriftCheck};
+use crate::pass::{self, DriftCheck, PassError, Target};
 use crate::reason::Reason;
 use crate::report::chain;
 use crate::status::Observed;
@@ -187,7 +186,7 @@ async fn apply(
         tracing::warn!(error = %chain(&error), "letting go of a secret no longer needed failed");
     }
     let pass = Pass::new(bt, ctx, api);
-    let plan = match crate::plan::plan(&bt.spec) {
+    let plan = match crate::pass::plan::plan(&bt.spec) {
         Ok(plan) => plan.with_owner(owner_of(bt, &pass.namespace, &ctx.cluster_name)),
         Err(error) => {
             let observed = Observed::Failed {
@@ -235,8 +234,7 @@ async fn apply(
     };
     if bt.spec.suspend {
         let waits = start_waits(ctx, &plan, worker);
-        let observed =
-            crate::pass::observe_suspended(&ctx.sessions, &target, &plan, waits.token()).await;
+        let observed = crate::pass::observe(&ctx.sessions, &target, &plan, waits.token()).await;
         if matches!(observed, Observed::Failed { .. })
             && let Some(cut) = waits.cut()
         {
@@ -349,7 +347,7 @@ async fn migrate(
     // for it), by running once more allowed to replace exactly that record; else refused with
     // how to resolve it. A record that changed in between refuses the second run as well.
     let mut taken_over = None;
-    if let Err(converge::ConvergeError::Run {
+    if let Err(PassError::Run {
         source: crate::migrate::RunError::NotOwner { record, .. },
         ..
     }) = &result
@@ -429,7 +427,7 @@ async fn migrate(
             }
             Observed::Succeeded(outcome)
         }
-        Err(converge::ConvergeError::Run {
+        Err(PassError::Run {
             source:
                 crate::migrate::RunError::Withdrawn {
                     table,
@@ -476,7 +474,7 @@ async fn run(
     plan: &Plan,
     target: &Target<'_>,
     waits: &Waits,
-) -> Result<crate::migrate::Outcome, converge::ConvergeError> {
+) -> Result<crate::migrate::Outcome, PassError> {
     let ctx = pass.ctx;
     let (on_waiting, contention) = super::write::contention();
     let (on_holding, holding) = super::write::holding();

@@ -254,10 +254,20 @@ impl<'a> Pass<'a> {
     /// Writes the final status of a pass and decides when to come back. A given-up status says
     /// when the next try is and what brings it forward.
     pub(super) async fn finish(
-        mut self,
+        self,
         plan: Option<&Plan>,
         observed: Observed,
     ) -> Result<Action, ReconcileError> {
+        self.settle(plan, observed).await.map(Action::requeue)
+    }
+
+    /// [`Pass::finish`] for a caller that wants the delay itself: the backoff or the resync
+    /// interval, the status written, the pass counted and the next pass scheduled after it.
+    pub(super) async fn settle(
+        mut self,
+        plan: Option<&Plan>,
+        observed: Observed,
+    ) -> Result<Duration, ReconcileError> {
         let uid = self.bt.uid().unwrap_or_default();
         let ctx = self.ctx;
         let (result, delay) = match &observed {
@@ -281,7 +291,7 @@ impl<'a> Pass<'a> {
         record_result(ctx, result, self.started);
         ctx.schedule
             .record(&uid, &super::schedule::Trigger::of(self.bt), delay);
-        Ok(Action::requeue(delay))
+        Ok(delay)
     }
 }
 

@@ -2,7 +2,7 @@
 //! (patterns, enums, ranges, defaults, CEL immutability), printer columns, and the names defined once
 //! (group, version, kind, finalizer, field manager).
 //!
-//! This module holds types only (the status types live in `status.rs` and are re-exported here); [`crate::plan`] turns a spec into a migration plan and
+//! This module holds types only (the status types live in `status.rs` and are re-exported here); [`crate::pass::plan`] turns a spec into a migration plan and
 //! [`crate::status`] computes the status.
 
 use kube::{CustomResource, CustomResourceExt};

@@ -1,5 +1,5 @@
 //! The `migrate` command: BoxTable manifests applied straight to a database without a cluster (a
-//! Kubernetes Job, a CI step, a laptop), through the same converge path the controller uses; or,
+//! Kubernetes Job, a CI step, a laptop), through the same pass the controller uses; or,
 //! with `--dry-run`, planned: what each run would do and the exact statements it would send.
 
 mod command;
@@ -12,17 +12,15 @@ use tokio_util::sync::CancellationToken;
 
 use zeroize::Zeroizing;
 
-use boxtable_operator::converge::{self, Target};
 use boxtable_operator::crd::BoxTable;
 use boxtable_operator::db::{
     Connection, ConnectionSettings, PoolSettings, RootCert, SessionPool, TlsFiles,
 };
 use boxtable_operator::manifests::{Document, Manifests};
 use boxtable_operator::migrate::{Plan, RunPath};
-use boxtable_operator::pass::{self, DriftCheck};
+use boxtable_operator::pass::{self, DriftCheck, PassError, Target, source};
 use boxtable_operator::reason::Reason;
 use boxtable_operator::report::chain;
-use boxtable_operator::source;
 use boxtable_operator::status::{self, Observed};
 
 pub use command::execute;
@@ -194,7 +192,7 @@ async fn one(
     cancel: &CancellationToken,
 ) -> TableResult {
     let bt = &document.boxtable;
-    let plan = boxtable_operator::plan::plan(&bt.spec);
+    let plan = pass::plan::plan(&bt.spec);
     let connection = connection(bt, manifests, options);
     let database = connection
         .as_ref()
@@ -204,7 +202,7 @@ async fn one(
         source: document.source.to_string(),
         name: bt.name_any(),
         namespace: bt.namespace(),
-        table: boxtable_operator::plan::resolve_table(&bt.spec)
+        table: pass::plan::resolve_table(&bt.spec)
             .ok()
             .map(|t| t.to_string()),
         database,
@@ -255,7 +253,7 @@ async fn one(
         },
         Mode::Apply => {
             let observed = if bt.spec.suspend {
-                pass::observe_suspended(sessions, &target, &plan, cancel).await
+                pass::observe(sessions, &target, &plan, cancel).await
             } else {
                 match pass::migrate(
                     sessions,
@@ -353,8 +351,8 @@ async fn planned(
     plan: &Plan,
     suspended: bool,
     cancel: &CancellationToken,
-) -> Result<(Verdict, Option<Reason>, String, PlanReport), converge::ConvergeError> {
-    let preview = converge::preview(sessions, target, plan, cancel).await?;
+) -> Result<(Verdict, Option<Reason>, String, PlanReport), PassError> {
+    let preview = pass::preview(sessions, target, plan, cancel).await?;
     let decision = preview.decision;
     let path = decision.path();
     let (from, to) = (decision.from_version(), decision.to_version());
