@@ -12,10 +12,8 @@ use serde::{Deserialize, Serialize};
 use crate::duration::{self, MAX_DDL_TIMEOUT, MAX_LOCK_TIMEOUT};
 use crate::ident::{IDENT_PATTERN, MAX_IDENT_BYTES};
 
-/// The box, payload and history scope a spec names are the migration core's own types.
-pub use crate::migrate::{BoxKind, HistoryScope, Payload};
-
 mod database;
+mod kind;
 mod status;
 
 pub use database::{
@@ -24,6 +22,7 @@ pub use database::{
     SslModeParameter, TargetSessionParameter, TlsVersionParameter,
 };
 
+pub use kind::{BoxKind, HistoryScope, Payload, RunPath};
 pub use status::{
     BoxTableStatus, DRIFTED, LastRun, LockHolder, LockState, LockStatus, PendingPlan,
     PendingVersion, PgLocks, READY, RECONCILING, Reported, STALLED,

@@ -5,7 +5,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::migrate::RunPath;
+use super::RunPath;
 use crate::reason::Reason;
 
 /// The kstatus condition that says the table is at its target version.

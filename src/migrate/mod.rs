@@ -1,8 +1,9 @@
 //! Bringing a Brighter box table to its target version under the advisory lock, exactly as
 //! Brighter's own runner would, so an application and the operator can share a database.
 //!
-//! - `kind`, `plan`, `outcome`, `decision`: the vocabulary (pure): the box and its payload, the
-//!   [`Plan`], what a run did ([`Outcome`]) and what it decides to do ([`Decision`]).
+//! - `plan`, `outcome`, `decision`: the vocabulary (pure): the [`Plan`], what a run did
+//!   ([`Outcome`]) and what it decides to do ([`Decision`]); the box, its payload, its history
+//!   scope and the run's path are the CRD's own words ([`crate::crd::BoxKind`] and the others).
 //! - `catalog`: the versions, their descriptions and DDL (pure).
 //! - `detect`: what is in the database now (table, columns, payload type, history).
 //! - `history`: Brighter's `__BrighterMigrationHistory` table.
@@ -27,7 +28,6 @@ mod error;
 pub mod history;
 mod index_name;
 pub mod inspect;
-mod kind;
 pub mod observe;
 mod outcome;
 pub mod ownership;
@@ -38,11 +38,11 @@ pub mod shape;
 pub mod statements;
 pub mod teardown;
 
+pub use crate::crd::{BoxKind, HistoryScope, Payload, RunPath};
 pub use decision::Decision;
 pub use error::RunError;
-pub use kind::{BoxKind, HistoryScope, Payload};
 pub use observe::{Observation, Preview, observe, preview};
-pub use outcome::{Outcome, RunPath};
+pub use outcome::Outcome;
 pub use plan::{DEFAULT_DDL_LOCK_TIMEOUT, DdlTimeouts, InvalidPlan, Plan};
 pub use runner::run;
 pub use teardown::{DropBlock, DropOutcome, DropRequest, DropVerdict, Rows, drop_box_table};

@@ -1,37 +1,9 @@
-//! What a run did: the [`RunPath`] it took and its [`Outcome`] (pure).
+//! What a run did: its [`Outcome`], with the [`RunPath`] it took (pure).
 
 use std::time::Duration;
 
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
-
-use super::drift;
+use super::{RunPath, drift};
 use crate::lock::AcquireReport;
-
-/// Which path a run took (also as `status.lastRun.path` and `status.pending.path` show it).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-pub enum RunPath {
-    /// No table: the latest shape was created with one history row.
-    Fresh,
-    /// A table without history: its version was detected and stamped, then later steps applied.
-    Bootstrap,
-    /// History rows exist: later steps were applied.
-    Normal,
-    /// Nothing to do.
-    UpToDate,
-}
-
-impl RunPath {
-    /// The string shown in status (`Fresh`, `Bootstrap`, `Normal`, `UpToDate`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RunPath::Fresh => "Fresh",
-            RunPath::Bootstrap => "Bootstrap",
-            RunPath::Normal => "Normal",
-            RunPath::UpToDate => "UpToDate",
-        }
-    }
-}
 
 /// What a successful run did.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,5 +1,6 @@
-//! The words a BoxTable spec and a plan share: which box, its payload column type and where its
-//! history lives (pure).
+//! The words a BoxTable spec, its status and a migration plan share: which box, its payload column
+//! type, where its history lives, and which path a run took (pure). The migration core uses them
+//! as they are.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -38,4 +39,29 @@ pub enum HistoryScope {
     Global,
     /// In the box table's own schema.
     PerSchema,
+}
+
+/// Which path a run took (also as `status.lastRun.path` and `status.pending.path` show it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub enum RunPath {
+    /// No table: the latest shape was created with one history row.
+    Fresh,
+    /// A table without history: its version was detected and stamped, then later steps applied.
+    Bootstrap,
+    /// History rows exist: later steps were applied.
+    Normal,
+    /// Nothing to do.
+    UpToDate,
+}
+
+impl RunPath {
+    /// The string shown in status (`Fresh`, `Bootstrap`, `Normal`, `UpToDate`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunPath::Fresh => "Fresh",
+            RunPath::Bootstrap => "Bootstrap",
+            RunPath::Normal => "Normal",
+            RunPath::UpToDate => "UpToDate",
+        }
+    }
 }
