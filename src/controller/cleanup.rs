@@ -102,53 +102,16 @@ pub(super) async fn cleanup(
             ctx.metrics
                 .record_lock(LockOutcome::Acquired, outcome.lock.waited);
             ctx.metrics.record_blocked(outcome.blocked);
-            let (result, warning, reason, note) = match outcome.verdict {
-                DropVerdict::Dropped { origin, rows } => (
-                    DropResult::Dropped,
-                    false,
-                    Reason::Dropped,
-                    format!(
-                        "dropped {table} ({}) and {} history rows{}",
-                        origin_text(origin),
-                        outcome.history_rows_deleted,
-                        rows_text(rows)
-                            .map(|r| format!("; it held {r}"))
-                            .unwrap_or_default()
-                    ),
-                ),
-                DropVerdict::AlreadyGone => (
-                    DropResult::AlreadyGone,
-                    false,
-                    Reason::Dropped,
-                    format!(
-                        "{table} was already gone; removed {} history rows",
-                        outcome.history_rows_deleted
-                    ),
-                ),
-                DropVerdict::Kept { owner: Some(owner) } => (
-                    DropResult::Kept,
-                    true,
-                    Reason::TableKept,
-                    format!(
-                        "kept {table}: it belongs to BoxTable {} (uid {}), not to this one, so this deletion does not drop it",
-                        owner.boxtable, owner.uid
-                    ),
-                ),
-                DropVerdict::Kept { owner: None } => (
-                    DropResult::Kept,
-                    true,
-                    Reason::TableKept,
-                    format!(
-                        "kept {table}: it carries no ownership record of this BoxTable (it was made by an application or by hand, was never reconciled by this BoxTable, or was created again after this BoxTable's table went), so this deletion does not drop it; drop it by hand if it should go"
-                    ),
-                ),
-                DropVerdict::Blocked(block) => {
-                    ctx.metrics.record_drop(DropResult::Blocked);
-                    let message = blocked_message(bt, &pass.namespace, &table, block);
-                    let lock = released_lock(outcome.lock);
-                    return keep_blocked(pass, &plan, &message, lock).await;
-                }
-            };
+            let (result, warning, reason, note) =
+                match ended(&table, &outcome.verdict, outcome.history_rows_deleted) {
+                    Ok(ended) => ended,
+                    Err(block) => {
+                        ctx.metrics.record_drop(DropResult::Blocked);
+                        let message = blocked_message(bt, &pass.namespace, &table, block);
+                        let lock = released_lock(outcome.lock);
+                        return keep_blocked(pass, &plan, &message, lock).await;
+                    }
+                };
             ctx.metrics.record_drop(result);
             tracing::info!(table = %table, reason = %reason, "{note}");
             events::publish(
@@ -184,6 +147,53 @@ pub(super) async fn cleanup(
             keep_failed(pass, &plan, &error.message(), hint, lock).await
         }
     }
+}
+
+/// How a drop that ended reads: its metric result, whether it is a Warning, its reason and its
+/// note; or, for a drop that has not ended, what blocks it (see [`keep_blocked`]).
+fn ended(
+    table: &str,
+    verdict: &DropVerdict,
+    history_rows: u64,
+) -> Result<(DropResult, bool, Reason, String), DropBlock> {
+    Ok(match verdict {
+        DropVerdict::Blocked(block) => return Err(*block),
+        DropVerdict::Dropped { origin, rows } => (
+            DropResult::Dropped,
+            false,
+            Reason::Dropped,
+            format!(
+                "dropped {table} ({}) and {history_rows} history rows{}",
+                origin_text(*origin),
+                rows_text(*rows)
+                    .map(|r| format!("; it held {r}"))
+                    .unwrap_or_default()
+            ),
+        ),
+        DropVerdict::AlreadyGone => (
+            DropResult::AlreadyGone,
+            false,
+            Reason::Dropped,
+            format!("{table} was already gone; removed {history_rows} history rows"),
+        ),
+        DropVerdict::Kept { owner: Some(owner) } => (
+            DropResult::Kept,
+            true,
+            Reason::TableKept,
+            format!(
+                "kept {table}: it belongs to BoxTable {} (uid {}), not to this one, so this deletion does not drop it",
+                owner.boxtable, owner.uid
+            ),
+        ),
+        DropVerdict::Kept { owner: None } => (
+            DropResult::Kept,
+            true,
+            Reason::TableKept,
+            format!(
+                "kept {table}: it carries no ownership record of this BoxTable (it was made by an application or by hand, was never reconciled by this BoxTable, or was created again after this BoxTable's table went), so this deletion does not drop it; drop it by hand if it should go"
+            ),
+        ),
+    })
 }
 
 /// The lock as a drop that took it and let it go again saw it (a first try that got it is no

@@ -395,36 +395,7 @@ async fn migrate(
     }
     let observed = match result {
         Ok(outcome) => {
-            if let Some(note) = crate::status::replanned(pass.written.as_ref(), &outcome) {
-                tracing::info!(table = %plan.table(), note, "re-planned after un-suspending");
-                events::publish(&ctx.events, pass.bt, vec![events::replanned(plan, note)]).await;
-            }
-            if let Some(lock) = &outcome.lock {
-                ctx.metrics.record_lock(LockOutcome::Acquired, lock.waited);
-            }
-            ctx.metrics.record_blocked(outcome.blocked);
-            let steps = steps_applied(&outcome);
-            if steps > 0 {
-                ctx.metrics.record_migrations(plan.kind(), steps);
-                tracing::info!(
-                    table = %plan.table(),
-                    path = ?outcome.path,
-                    from_version = outcome.from_version,
-                    to_version = outcome.to_version,
-                    steps,
-                    duration_ms = u64::try_from(outcome.duration.as_millis()).unwrap_or(u64::MAX),
-                    "migrated"
-                );
-            }
-            if outcome.lock_lost_after_commit {
-                ctx.metrics.record_lock_lost_after_commit();
-                events::publish(
-                    &ctx.events,
-                    pass.bt,
-                    vec![events::lock_lost_after_commit(plan, &outcome)],
-                )
-                .await;
-            }
+            announce_success(&pass, plan, &outcome).await;
             Observed::Succeeded(outcome)
         }
         Err(PassError::Run {
@@ -466,6 +437,43 @@ async fn migrate(
         }
     };
     pass.finish(Some(plan), observed).await
+}
+
+/// What a successful run tells besides its status: a re-plan after un-suspending and a lock lost
+/// at commit as events, the lock wait, blocked sessions and steps applied as metrics, and a log
+/// line for a run that changed the table.
+async fn announce_success(pass: &Pass<'_>, plan: &Plan, outcome: &crate::migrate::Outcome) {
+    let ctx = pass.ctx;
+    if let Some(note) = crate::status::replanned(pass.written.as_ref(), outcome) {
+        tracing::info!(table = %plan.table(), note, "re-planned after un-suspending");
+        events::publish(&ctx.events, pass.bt, vec![events::replanned(plan, note)]).await;
+    }
+    if let Some(lock) = outcome.lock {
+        ctx.metrics.record_lock(LockOutcome::Acquired, lock.waited);
+    }
+    ctx.metrics.record_blocked(outcome.blocked);
+    let steps = steps_applied(outcome);
+    if steps > 0 {
+        ctx.metrics.record_migrations(plan.kind(), steps);
+        tracing::info!(
+            table = %plan.table(),
+            path = ?outcome.path,
+            from_version = outcome.from_version,
+            to_version = outcome.to_version,
+            steps,
+            duration_ms = u64::try_from(outcome.duration.as_millis()).unwrap_or(u64::MAX),
+            "migrated"
+        );
+    }
+    if outcome.lock_lost_after_commit {
+        ctx.metrics.record_lock_lost_after_commit();
+        events::publish(
+            &ctx.events,
+            pass.bt,
+            vec![events::lock_lost_after_commit(plan, outcome)],
+        )
+        .await;
+    }
 }
 
 /// One run of the migration for `pass` (see [`migrate`]), with its waits and progress reported.

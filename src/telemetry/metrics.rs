@@ -222,6 +222,47 @@ where
     family
 }
 
+const RECONCILE_RESULTS: [ReconcileResult; 3] = [
+    ReconcileResult::Success,
+    ReconcileResult::Retry,
+    ReconcileResult::Stalled,
+];
+const LOCK_OUTCOMES_ALL: [LockOutcome; 4] = [
+    LockOutcome::Acquired,
+    LockOutcome::TimedOut,
+    LockOutcome::Lost,
+    LockOutcome::Cancelled,
+];
+const BOXES: [BoxKind; 2] = [BoxKind::Outbox, BoxKind::Inbox];
+const DROP_RESULTS: [DropResult; 5] = [
+    DropResult::Dropped,
+    DropResult::AlreadyGone,
+    DropResult::Kept,
+    DropResult::Blocked,
+    DropResult::Failed,
+];
+
+/// The `result` labels of `names`.
+fn results(names: impl IntoIterator<Item = &'static str>) -> impl Iterator<Item = ResultLabels> {
+    names.into_iter().map(|result| ResultLabels { result })
+}
+
+impl OutcomeLabels {
+    fn of(outcome: LockOutcome) -> Self {
+        Self {
+            outcome: outcome.as_str(),
+        }
+    }
+}
+
+impl BoxLabels {
+    fn of(kind: BoxKind) -> Self {
+        Self {
+            r#box: box_label(kind),
+        }
+    }
+}
+
 /// The `reason` labels of `names`.
 fn reasons(names: impl IntoIterator<Item = &'static str>) -> impl Iterator<Item = ReasonLabels> {
     names.into_iter().map(|reason| ReasonLabels { reason })
@@ -284,42 +325,18 @@ impl Metrics {
         let reconciles = registered(
             r,
             RECONCILES,
-            zeroed(
-                [
-                    ReconcileResult::Success,
-                    ReconcileResult::Retry,
-                    ReconcileResult::Stalled,
-                ]
-                .map(|result| ResultLabels {
-                    result: result.as_str(),
-                }),
-            ),
+            zeroed(results(RECONCILE_RESULTS.map(ReconcileResult::as_str))),
         );
         let reconcile_duration = registered(r, RECONCILE_DURATION, histogram(&RECONCILE_BUCKETS));
         let lock_wait = registered(r, LOCK_WAIT, histogram(&LOCK_WAIT_BUCKETS));
         let lock_outcomes = registered(
             r,
             LOCK_OUTCOMES,
-            zeroed(
-                [
-                    LockOutcome::Acquired,
-                    LockOutcome::TimedOut,
-                    LockOutcome::Lost,
-                    LockOutcome::Cancelled,
-                ]
-                .map(|outcome| OutcomeLabels {
-                    outcome: outcome.as_str(),
-                }),
-            ),
+            zeroed(LOCK_OUTCOMES_ALL.map(OutcomeLabels::of)),
         );
         let lock_lost_after_commit = registered(r, LOCK_LOST_AFTER_COMMIT, Counter::default());
-        let migrations_applied = registered(
-            r,
-            MIGRATIONS_APPLIED,
-            zeroed([BoxKind::Outbox, BoxKind::Inbox].map(|kind| BoxLabels {
-                r#box: box_label(kind),
-            })),
-        );
+        let migrations_applied =
+            registered(r, MIGRATIONS_APPLIED, zeroed(BOXES.map(BoxLabels::of)));
         let failures = registered(
             r,
             FAILURES,
@@ -333,18 +350,7 @@ impl Metrics {
         let drops = registered(
             r,
             DROPS,
-            zeroed(
-                [
-                    DropResult::Dropped,
-                    DropResult::AlreadyGone,
-                    DropResult::Kept,
-                    DropResult::Blocked,
-                    DropResult::Failed,
-                ]
-                .map(|result| ResultLabels {
-                    result: result.as_str(),
-                }),
-            ),
+            zeroed(results(DROP_RESULTS.map(DropResult::as_str))),
         );
         let in_flight = registered(r, IN_FLIGHT, Gauge::default());
         registered(r, BUILD_INFO, build_info());
