@@ -19,7 +19,7 @@ use super::wording::Stopped;
 use super::write::Pass;
 use crate::crd::{BoxTable, CONFIRM_DROP_ANNOTATION, DeletionPolicy, LockState};
 use crate::migrate::ownership::Origin;
-use crate::migrate::{DropBlock, DropRequest, DropVerdict, Plan, Rows};
+use crate::migrate::{DropBlock, DropOutcome, DropRequest, DropVerdict, Plan, Rows};
 use crate::reason::Reason;
 use crate::report::chain;
 use crate::status::{LockObservation, Observed};
@@ -98,36 +98,7 @@ pub(super) async fn cleanup(
     let result = pass.run_reporting_waits(&plan, contention, None, run).await;
     let table = plan.table().to_string();
     match result {
-        Ok(outcome) => {
-            ctx.metrics
-                .record_lock(LockOutcome::Acquired, outcome.lock.waited);
-            ctx.metrics.record_blocked(outcome.blocked);
-            let (result, warning, reason, note) =
-                match ended(&table, &outcome.verdict, outcome.history_rows_deleted) {
-                    Ok(ended) => ended,
-                    Err(block) => {
-                        ctx.metrics.record_drop(DropResult::Blocked);
-                        let message = blocked_message(bt, &pass.namespace, &table, block);
-                        let lock = released_lock(outcome.lock);
-                        return keep_blocked(pass, &plan, &message, lock).await;
-                    }
-                };
-            ctx.metrics.record_drop(result);
-            tracing::info!(table = %table, reason = %reason, "{note}");
-            events::publish(
-                &ctx.events,
-                bt,
-                vec![Transition {
-                    warning,
-                    reason,
-                    action: "Drop",
-                    note,
-                }],
-            )
-            .await;
-            super::write::record_result(ctx, ReconcileResult::Success, pass.started);
-            Ok(Cleanup::Release)
-        }
+        Ok(outcome) => drop_ran(pass, &plan, outcome).await,
         Err(error) if error.reason() == Reason::Cancelled => {
             ctx.metrics
                 .record_lock(LockOutcome::Cancelled, Duration::ZERO);
@@ -147,6 +118,45 @@ pub(super) async fn cleanup(
             keep_failed(pass, &plan, &error.message(), hint, lock).await
         }
     }
+}
+
+/// A drop that ran to its verdict: dropped, already gone or kept lets the object go (with an
+/// event saying which); blocked keeps the finalizer ([`keep_blocked`]).
+async fn drop_ran(
+    pass: Pass<'_>,
+    plan: &Plan,
+    outcome: DropOutcome,
+) -> Result<Cleanup, ReconcileError> {
+    let (ctx, bt) = (pass.ctx, pass.bt);
+    let table = plan.table().to_string();
+    ctx.metrics
+        .record_lock(LockOutcome::Acquired, outcome.lock.waited);
+    ctx.metrics.record_blocked(outcome.blocked);
+    let (result, warning, reason, note) =
+        match ended(&table, &outcome.verdict, outcome.history_rows_deleted) {
+            Ok(ended) => ended,
+            Err(block) => {
+                ctx.metrics.record_drop(DropResult::Blocked);
+                let message = blocked_message(bt, &pass.namespace, &table, block);
+                let lock = released_lock(outcome.lock);
+                return keep_blocked(pass, plan, &message, lock).await;
+            }
+        };
+    ctx.metrics.record_drop(result);
+    tracing::info!(table = %table, reason = %reason, "{note}");
+    events::publish(
+        &ctx.events,
+        bt,
+        vec![Transition {
+            warning,
+            reason,
+            action: "Drop",
+            note,
+        }],
+    )
+    .await;
+    super::write::record_result(ctx, ReconcileResult::Success, pass.started);
+    Ok(Cleanup::Release)
 }
 
 /// How a drop that ended reads: its metric result, whether it is a Warning, its reason and its

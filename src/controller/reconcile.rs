@@ -415,28 +415,31 @@ async fn migrate(
             tracing::info!(table = %table, why = %why, "nothing changed: the BoxTable no longer wants its table changed by this pass");
             return Ok(Action::requeue(Duration::from_secs(1)));
         }
-        Err(error) => {
-            match error.reason() {
-                Reason::Cancelled => {
-                    ctx.metrics
-                        .record_lock(LockOutcome::Cancelled, Duration::ZERO);
-                    let stopped = Stopped::of(&error);
-                    tracing::info!(table = %plan.table(), "{}", stopped.log_line("the migration"));
-                    pass.interrupted(plan, "the migration", &stopped).await;
-                    return Ok(Action::await_change());
-                }
-                Reason::LockTimeout => ctx
-                    .metrics
-                    .record_lock(LockOutcome::TimedOut, plan.lock_timeout()),
-                Reason::LockLost => ctx.metrics.record_lock(LockOutcome::Lost, Duration::ZERO),
-                _ => {}
-            }
-            let reason = error.reason();
-            tracing::warn!(table = %plan.table(), reason = %reason, error = %error.message(), "{}", not_done(reason));
-            crate::pass::failure(&error)
+        Err(error) if error.reason() == Reason::Cancelled => {
+            ctx.metrics
+                .record_lock(LockOutcome::Cancelled, Duration::ZERO);
+            let stopped = Stopped::of(&error);
+            tracing::info!(table = %plan.table(), "{}", stopped.log_line("the migration"));
+            pass.interrupted(plan, "the migration", &stopped).await;
+            return Ok(Action::await_change());
         }
+        Err(error) => failed(ctx, plan, &error),
     };
     pass.finish(Some(plan), observed).await
+}
+
+/// A failed run as the status shows it, counted (a lock timeout or a lost lock) and logged.
+fn failed(ctx: &Context, plan: &Plan, error: &PassError) -> Observed {
+    let reason = error.reason();
+    match reason {
+        Reason::LockTimeout => ctx
+            .metrics
+            .record_lock(LockOutcome::TimedOut, plan.lock_timeout()),
+        Reason::LockLost => ctx.metrics.record_lock(LockOutcome::Lost, Duration::ZERO),
+        _ => {}
+    }
+    tracing::warn!(table = %plan.table(), reason = %reason, error = %error.message(), "{}", not_done(reason));
+    crate::pass::failure(error)
 }
 
 /// What a successful run tells besides its status: a re-plan after un-suspending and a lock lost
