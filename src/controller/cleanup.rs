@@ -16,7 +16,7 @@ use super::context::{
 };
 use super::events::{self, Transition};
 use super::wording::Stopped;
-use super::write::Pass;
+use super::write::InFlight;
 use crate::crd::{BoxTable, CONFIRM_DROP_ANNOTATION, DeletionPolicy, LockState};
 use crate::migrate::ownership::Origin;
 use crate::migrate::{DropBlock, DropOutcome, DropRequest, DropVerdict, Plan, Rows};
@@ -54,7 +54,7 @@ pub(super) async fn cleanup(
         return Ok(Cleanup::Release);
     };
     tracing::Span::current().record("table", plan.table().to_string());
-    let mut pass = Pass::new(bt, ctx, api);
+    let mut pass = InFlight::new(bt, ctx, api);
     if !already_deleting(&pass) {
         pass.publish(
             Some(&plan),
@@ -123,7 +123,7 @@ pub(super) async fn cleanup(
 /// A drop that ran to its verdict: dropped, already gone or kept lets the object go (with an
 /// event saying which); blocked keeps the finalizer ([`keep_blocked`]).
 async fn drop_ran(
-    pass: Pass<'_>,
+    pass: InFlight<'_>,
     plan: &Plan,
     outcome: DropOutcome,
 ) -> Result<Cleanup, ReconcileError> {
@@ -220,7 +220,7 @@ fn released_lock(report: crate::lock::AcquireReport) -> LockObservation {
 
 /// Whether the status already shows this deletion (so a retry does not flip it back to
 /// `Deleting` first, which would write the status twice per pass).
-fn already_deleting(pass: &Pass<'_>) -> bool {
+fn already_deleting(pass: &InFlight<'_>) -> bool {
     let Some(status) = &pass.written else {
         return false;
     };
@@ -305,9 +305,9 @@ fn blocked_message(bt: &BoxTable, namespace: &str, table: &str, block: DropBlock
 
 /// Writes `DropBlocked` (given up: the message says when the next try is) and keeps the
 /// finalizer until something changes (the annotation, the spec) or the next resync; it ends as a
-/// migration's pass does ([`Pass::finish`]).
+/// migration's pass does ([`InFlight::finish`]).
 async fn keep_blocked(
-    pass: Pass<'_>,
+    pass: InFlight<'_>,
     plan: &Plan,
     message: &str,
     lock: LockObservation,
@@ -323,7 +323,7 @@ async fn keep_blocked(
 /// Writes a `DropFailed` status naming the table, the cause and what the user can do, and keeps
 /// the finalizer until the next backoff step.
 async fn keep_failed(
-    pass: Pass<'_>,
+    pass: InFlight<'_>,
     plan: &Plan,
     cause: &str,
     hint: &str,

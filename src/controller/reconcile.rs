@@ -26,7 +26,7 @@ use super::schedule::Trigger;
 use super::secrets::{DatabaseSecret, SecretError};
 use super::wording::{Stopped, boxtable_field, deadline_message, not_done};
 use super::workers::Worker;
-use super::write::Pass;
+use super::write::InFlight;
 use crate::crd::BoxTable;
 use crate::migrate::{Plan, RunPath};
 use crate::pass::{self, DriftCheck, PassError, Target};
@@ -80,7 +80,7 @@ pub async fn reconcile(bt: Arc<BoxTable>, ctx: Arc<Context>) -> Result<Action, R
         worker = ctx.workers.acquire(&namespace) => worker,
         () = ctx.shutdown.cancelled() => return Ok(Action::await_change()),
     };
-    let result = pass(bt.clone(), ctx.clone(), namespace, &worker)
+    let result = due(bt.clone(), ctx.clone(), namespace, &worker)
         .instrument(span)
         .await;
     ctx.memory.settle(&bt);
@@ -88,7 +88,7 @@ pub async fn reconcile(bt: Arc<BoxTable>, ctx: Arc<Context>) -> Result<Action, R
 }
 
 /// A pass that is due: cleanup while deleting, else apply (with the finalizer kept in step).
-async fn pass(
+async fn due(
     bt: Arc<BoxTable>,
     ctx: Arc<Context>,
     namespace: String,
@@ -185,7 +185,7 @@ async fn apply(
     if let Err(error) = super::secret_guard::release_stale(&ctx.client, &ctx.holds, bt).await {
         tracing::warn!(error = %chain(&error), "letting go of a secret no longer needed failed");
     }
-    let pass = Pass::new(bt, ctx, api);
+    let pass = InFlight::new(bt, ctx, api);
     let plan = match crate::pass::plan::plan(&bt.spec) {
         Ok(plan) => plan.with_owner(owner_of(bt, &pass.namespace, &ctx.cluster_name)),
         Err(error) => {
@@ -270,7 +270,7 @@ fn start_waits(ctx: &Context, plan: &Plan, worker: &Worker) -> Waits {
 /// queued again at once, with nothing written; one past its budget ends `DeadlineExceeded`
 /// (retried with backoff, and a Warning event).
 async fn cut_short(
-    pass: Pass<'_>,
+    pass: InFlight<'_>,
     plan: &Plan,
     target: &Target<'_>,
     what: &str,
@@ -335,7 +335,7 @@ async fn conflicting_owner(
 /// taken and refreshing it while the wait lasts, `Migrating` if the change itself runs longer than
 /// [`super::write::MIGRATING_AFTER`], then the outcome.
 async fn migrate(
-    mut pass: Pass<'_>,
+    mut pass: InFlight<'_>,
     plan: &Plan,
     target: &Target<'_>,
     worker: &Worker,
@@ -445,7 +445,7 @@ fn failed(ctx: &Context, plan: &Plan, error: &PassError) -> Observed {
 /// What a successful run tells besides its status: a re-plan after un-suspending and a lock lost
 /// at commit as events, the lock wait, blocked sessions and steps applied as metrics, and a log
 /// line for a run that changed the table.
-async fn announce_success(pass: &Pass<'_>, plan: &Plan, outcome: &crate::migrate::Outcome) {
+async fn announce_success(pass: &InFlight<'_>, plan: &Plan, outcome: &crate::migrate::Outcome) {
     let ctx = pass.ctx;
     if let Some(note) = crate::status::replanned(pass.written.as_ref(), outcome) {
         tracing::info!(table = %plan.table(), note, "re-planned after un-suspending");
@@ -481,7 +481,7 @@ async fn announce_success(pass: &Pass<'_>, plan: &Plan, outcome: &crate::migrate
 
 /// One run of the migration for `pass` (see [`migrate`]), with its waits and progress reported.
 async fn run(
-    pass: &mut Pass<'_>,
+    pass: &mut InFlight<'_>,
     plan: &Plan,
     target: &Target<'_>,
     waits: &Waits,

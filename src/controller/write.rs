@@ -46,7 +46,7 @@ pub(super) fn holding() -> (impl FnOnce() + Send, Holding) {
     (notify, Holding(rx))
 }
 
-/// What woke [`Pass::run_reporting_waits`].
+/// What woke [`InFlight::run_reporting_waits`].
 enum Wake<T> {
     Finished(T),
     Contended(Option<Holder>, Instant),
@@ -77,7 +77,7 @@ pub(super) fn contention() -> (impl FnOnce(Option<Holder>) + Send, Contention) {
 }
 
 /// A pass in progress for one object: what is known and what was last written.
-pub(super) struct Pass<'a> {
+pub(super) struct InFlight<'a> {
     pub(super) bt: &'a BoxTable,
     pub(super) ctx: &'a Context,
     pub(super) api: &'a Api<BoxTable>,
@@ -96,7 +96,7 @@ fn waiting_observation(holder: Option<Holder>, waited: Duration) -> Observed {
     ))
 }
 
-impl<'a> Pass<'a> {
+impl<'a> InFlight<'a> {
     pub(super) fn new(bt: &'a BoxTable, ctx: &'a Context, api: &'a Api<BoxTable>) -> Self {
         Self {
             bt,
@@ -261,7 +261,7 @@ impl<'a> Pass<'a> {
         self.settle(plan, observed).await.map(Action::requeue)
     }
 
-    /// [`Pass::finish`] for a caller that wants the delay itself: the backoff or the resync
+    /// [`InFlight::finish`] for a caller that wants the delay itself: the backoff or the resync
     /// interval, the status written, the pass counted and the next pass scheduled after it.
     pub(super) async fn settle(
         mut self,

@@ -16,7 +16,7 @@
 //! - `index_name`: refusing a replay index whose name (cut to 63 bytes) is already taken.
 //! - `observe`: what a run would do, read-only (suspended resources and `migrate --dry-run`).
 //! - `ownership`: which BoxTable owns a table (a record in the table's comment).
-//! - `server`: which PostgreSQL majors are supported (13 and newer).
+//! - `postgres_version`: which PostgreSQL majors are supported (13 and newer).
 //! - `teardown`: dropping a table and its history rows (`deletionPolicy: Drop`).
 //! - `error`: [`RunError`] and its bounded [`crate::reason::Reason`].
 
@@ -32,8 +32,8 @@ pub mod observe;
 mod outcome;
 pub mod ownership;
 mod plan;
+pub mod postgres_version;
 pub mod runner;
-pub mod server;
 pub mod shape;
 pub mod statements;
 pub mod teardown;

@@ -271,7 +271,7 @@ pub(super) async fn preflight(
     plan: &Plan,
     identity: &LockIdentity,
 ) -> Result<(), RunError> {
-    super::server::check_supported(session.server_version_num(), plan.table())?;
+    super::postgres_version::check_supported(session.server_version_num(), plan.table())?;
     if session.preflight_passed() {
         return Ok(());
     }
