@@ -274,6 +274,10 @@ struct Shared<'a> {
 impl Shared<'_> {
     /// The controller of one namespace scope (`None`: all namespaces), with its caches, its
     /// Secret watch and what it keeps per object; it ends when `stop` fires.
+    ///
+    /// Longer than most: it wires one scope's parts in the order each needs the one before (the
+    /// caches, then what is kept per object, then the watches, then the context); the work each
+    /// part does lives in its own module.
     fn controller(&self, scope: Option<&str>) -> impl std::future::Future<Output = ()> + use<> {
         let (client, settings, metrics, stop) =
             (self.client, self.settings, self.metrics, self.stop);

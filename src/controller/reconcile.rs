@@ -334,6 +334,9 @@ async fn conflicting_owner(
 /// Runs the migration, writing a `Waiting` status (with the holder) as soon as the lock is found
 /// taken and refreshing it while the wait lasts, `Migrating` if the change itself runs longer than
 /// [`super::write::MIGRATING_AFTER`], then the outcome.
+///
+/// Longer than most: a take-over runs the migration a second time with the same waits, and both
+/// runs end in the one match below; the bookkeeping of each ending is in its own function.
 async fn migrate(
     mut pass: InFlight<'_>,
     plan: &Plan,
