@@ -15,12 +15,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use boxtable_operator::converge::Target;
 use boxtable_operator::db::pool::{Closed, Opened, PoolEvents};
 use boxtable_operator::db::{Connection, PoolSettings, SessionPool};
 use boxtable_operator::ident::QualifiedName;
 use boxtable_operator::migrate::{BoxKind, Plan};
-use boxtable_operator::pass::{self, DriftCheck};
+use boxtable_operator::pass::{self, DriftCheck, Target};
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 

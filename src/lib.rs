@@ -6,7 +6,6 @@
 //! history table, releases the lock, and the result becomes the resource's status.
 
 pub mod controller;
-pub mod converge;
 pub mod crd;
 pub mod db;
 pub mod duration;
@@ -15,10 +14,8 @@ pub mod lock;
 pub mod manifests;
 pub mod migrate;
 pub mod pass;
-pub mod plan;
 pub mod reason;
 pub mod report;
-pub mod source;
 pub mod status;
 pub mod telemetry;
 pub mod waits;

@@ -15,12 +15,11 @@ use super::context::{
     Context, ReconcileError, application_name, owner_of, read_secret, secret_source, target,
 };
 use super::events::{self, Transition};
-use super::schedule::Trigger;
 use super::wording::Stopped;
-use super::write::Pass;
+use super::write::InFlight;
 use crate::crd::{BoxTable, CONFIRM_DROP_ANNOTATION, DeletionPolicy, LockState};
 use crate::migrate::ownership::Origin;
-use crate::migrate::{DropBlock, DropRequest, DropVerdict, Plan, Rows};
+use crate::migrate::{DropBlock, DropOutcome, DropRequest, DropVerdict, Plan, Rows};
 use crate::reason::Reason;
 use crate::report::chain;
 use crate::status::{LockObservation, Observed};
@@ -49,13 +48,13 @@ pub(super) async fn cleanup(
         .and_then(|s| s.lock.as_ref())
         .and_then(|l| l.timeout_seconds)
         .and_then(|secs| Duration::try_from_secs_f64(secs).ok());
-    let Ok(plan) = crate::plan::teardown_plan(&bt.spec, fallback_wait) else {
+    let Ok(plan) = crate::pass::plan::teardown_plan(&bt.spec, fallback_wait) else {
         // The table name never resolved (it is immutable), so no run ever touched a table.
         tracing::info!("spec names no valid table; nothing to drop");
         return Ok(Cleanup::Release);
     };
     tracing::Span::current().record("table", plan.table().to_string());
-    let mut pass = Pass::new(bt, ctx, api);
+    let mut pass = InFlight::new(bt, ctx, api);
     if !already_deleting(&pass) {
         pass.publish(
             Some(&plan),
@@ -88,7 +87,7 @@ pub(super) async fn cleanup(
         suspended: bt.spec.suspend,
     };
     let (on_waiting, contention) = super::write::contention();
-    let run = crate::converge::drop(
+    let run = crate::pass::drop(
         &ctx.sessions,
         &target,
         &plan,
@@ -99,73 +98,7 @@ pub(super) async fn cleanup(
     let result = pass.run_reporting_waits(&plan, contention, None, run).await;
     let table = plan.table().to_string();
     match result {
-        Ok(outcome) => {
-            ctx.metrics
-                .record_lock(LockOutcome::Acquired, outcome.lock.waited);
-            ctx.metrics.record_blocked(outcome.blocked);
-            let (result, warning, reason, note) = match outcome.verdict {
-                DropVerdict::Dropped { origin, rows } => (
-                    DropResult::Dropped,
-                    false,
-                    Reason::Dropped,
-                    format!(
-                        "dropped {table} ({}) and {} history rows{}",
-                        origin_text(origin),
-                        outcome.history_rows_deleted,
-                        rows_text(rows)
-                            .map(|r| format!("; it held {r}"))
-                            .unwrap_or_default()
-                    ),
-                ),
-                DropVerdict::AlreadyGone => (
-                    DropResult::AlreadyGone,
-                    false,
-                    Reason::Dropped,
-                    format!(
-                        "{table} was already gone; removed {} history rows",
-                        outcome.history_rows_deleted
-                    ),
-                ),
-                DropVerdict::Kept { owner: Some(owner) } => (
-                    DropResult::Kept,
-                    true,
-                    Reason::TableKept,
-                    format!(
-                        "kept {table}: it belongs to BoxTable {} (uid {}), not to this one, so this deletion does not drop it",
-                        owner.boxtable, owner.uid
-                    ),
-                ),
-                DropVerdict::Kept { owner: None } => (
-                    DropResult::Kept,
-                    true,
-                    Reason::TableKept,
-                    format!(
-                        "kept {table}: it carries no ownership record of this BoxTable (it was made by an application or by hand, was never reconciled by this BoxTable, or was created again after this BoxTable's table went), so this deletion does not drop it; drop it by hand if it should go"
-                    ),
-                ),
-                DropVerdict::Blocked(block) => {
-                    ctx.metrics.record_drop(DropResult::Blocked);
-                    let message = blocked_message(bt, &pass.namespace, &table, block);
-                    let lock = released_lock(outcome.lock);
-                    return keep_blocked(pass, &plan, &message, lock).await;
-                }
-            };
-            ctx.metrics.record_drop(result);
-            tracing::info!(table = %table, reason = %reason, "{note}");
-            events::publish(
-                &ctx.events,
-                bt,
-                vec![Transition {
-                    warning,
-                    reason,
-                    action: "Drop",
-                    note,
-                }],
-            )
-            .await;
-            super::write::record_result(ctx, ReconcileResult::Success, pass.started);
-            Ok(Cleanup::Release)
-        }
+        Ok(outcome) => drop_ran(pass, &plan, outcome).await,
         Err(error) if error.reason() == Reason::Cancelled => {
             ctx.metrics
                 .record_lock(LockOutcome::Cancelled, Duration::ZERO);
@@ -179,12 +112,98 @@ pub(super) async fn cleanup(
                 ctx.metrics
                     .record_lock(LockOutcome::TimedOut, plan.lock_timeout());
             }
-            let lock = crate::pass::failed_lock(&error);
+            let lock = crate::pass::failure(&error).into_lock();
             let hint =
                 "deletion waits until the drop succeeds (or set spec.deletionPolicy to Retain)";
             keep_failed(pass, &plan, &error.message(), hint, lock).await
         }
     }
+}
+
+/// A drop that ran to its verdict: dropped, already gone or kept lets the object go (with an
+/// event saying which); blocked keeps the finalizer ([`keep_blocked`]).
+async fn drop_ran(
+    pass: InFlight<'_>,
+    plan: &Plan,
+    outcome: DropOutcome,
+) -> Result<Cleanup, ReconcileError> {
+    let (ctx, bt) = (pass.ctx, pass.bt);
+    let table = plan.table().to_string();
+    ctx.metrics
+        .record_lock(LockOutcome::Acquired, outcome.lock.waited);
+    ctx.metrics.record_blocked(outcome.blocked);
+    let (result, warning, reason, note) =
+        match ended(&table, &outcome.verdict, outcome.history_rows_deleted) {
+            Ok(ended) => ended,
+            Err(block) => {
+                ctx.metrics.record_drop(DropResult::Blocked);
+                let message = blocked_message(bt, &pass.namespace, &table, block);
+                let lock = released_lock(outcome.lock);
+                return keep_blocked(pass, plan, &message, lock).await;
+            }
+        };
+    ctx.metrics.record_drop(result);
+    tracing::info!(table = %table, reason = %reason, "{note}");
+    events::publish(
+        &ctx.events,
+        bt,
+        vec![Transition {
+            warning,
+            reason,
+            action: "Drop",
+            note,
+        }],
+    )
+    .await;
+    super::write::record_result(ctx, ReconcileResult::Success, pass.started);
+    Ok(Cleanup::Release)
+}
+
+/// How a drop that ended reads: its metric result, whether it is a Warning, its reason and its
+/// note; or, for a drop that has not ended, what blocks it (see [`keep_blocked`]).
+fn ended(
+    table: &str,
+    verdict: &DropVerdict,
+    history_rows: u64,
+) -> Result<(DropResult, bool, Reason, String), DropBlock> {
+    Ok(match verdict {
+        DropVerdict::Blocked(block) => return Err(*block),
+        DropVerdict::Dropped { origin, rows } => (
+            DropResult::Dropped,
+            false,
+            Reason::Dropped,
+            format!(
+                "dropped {table} ({}) and {history_rows} history rows{}",
+                origin_text(*origin),
+                rows_text(*rows)
+                    .map(|r| format!("; it held {r}"))
+                    .unwrap_or_default()
+            ),
+        ),
+        DropVerdict::AlreadyGone => (
+            DropResult::AlreadyGone,
+            false,
+            Reason::Dropped,
+            format!("{table} was already gone; removed {history_rows} history rows"),
+        ),
+        DropVerdict::Kept { owner: Some(owner) } => (
+            DropResult::Kept,
+            true,
+            Reason::TableKept,
+            format!(
+                "kept {table}: it belongs to BoxTable {} (uid {}), not to this one, so this deletion does not drop it",
+                owner.boxtable, owner.uid
+            ),
+        ),
+        DropVerdict::Kept { owner: None } => (
+            DropResult::Kept,
+            true,
+            Reason::TableKept,
+            format!(
+                "kept {table}: it carries no ownership record of this BoxTable (it was made by an application or by hand, was never reconciled by this BoxTable, or was created again after this BoxTable's table went), so this deletion does not drop it; drop it by hand if it should go"
+            ),
+        ),
+    })
 }
 
 /// The lock as a drop that took it and let it go again saw it (a first try that got it is no
@@ -201,34 +220,27 @@ fn released_lock(report: crate::lock::AcquireReport) -> LockObservation {
 
 /// Whether the status already shows this deletion (so a retry does not flip it back to
 /// `Deleting` first, which would write the status twice per pass).
-fn already_deleting(pass: &Pass<'_>) -> bool {
+fn already_deleting(pass: &InFlight<'_>) -> bool {
     let Some(status) = &pass.written else {
         return false;
     };
-    let ready_reason = status
-        .conditions
-        .iter()
-        .find(|c| c.type_ == crate::status::READY)
-        .map(|c| c.reason.as_str());
+    let ready_reason = status.ready_reason();
     let waiting = status
         .lock
         .as_ref()
         .is_some_and(|l| l.state == LockState::Waiting);
     matches!(
         ready_reason,
-        Some("Deleting" | "DropFailed" | "DropBlocked")
-    ) || (waiting && ready_reason == Some("WaitingForLock"))
+        Some(Reason::Deleting | Reason::DropFailed | Reason::DropBlocked)
+    ) || (waiting && ready_reason == Some(Reason::WaitingForLock))
 }
 
 /// Whether the BoxTable's last pass stalled because another BoxTable manages its table: then its
 /// deletion is announced as keeping the table, which the drop's verdict is expected to confirm.
 fn managed_elsewhere(bt: &BoxTable) -> bool {
-    bt.status.as_ref().is_some_and(|status| {
-        status
-            .conditions
-            .iter()
-            .any(|c| c.type_ == crate::status::READY && c.reason == Reason::TableConflict.as_str())
-    })
+    bt.status
+        .as_ref()
+        .is_some_and(|status| status.ready_reason() == Some(Reason::TableConflict))
 }
 
 /// Whether the confirm-drop annotation names this table exactly as `status.table` shows it
@@ -291,32 +303,27 @@ fn blocked_message(bt: &BoxTable, namespace: &str, table: &str, block: DropBlock
     }
 }
 
-/// Writes `DropBlocked` and keeps the finalizer until something changes (the annotation, the
-/// spec) or the next resync.
+/// Writes `DropBlocked` (given up: the message says when the next try is) and keeps the
+/// finalizer until something changes (the annotation, the spec) or the next resync; it ends as a
+/// migration's pass does ([`InFlight::finish`]).
 async fn keep_blocked(
-    mut pass: Pass<'_>,
+    pass: InFlight<'_>,
     plan: &Plan,
     message: &str,
     lock: LockObservation,
 ) -> Result<Cleanup, ReconcileError> {
     let observed = Observed::Failed {
         reason: Reason::DropBlocked,
-        message: format!("{message}; {}", super::write::retry_note(pass.ctx.resync)),
+        message: message.to_owned(),
         lock: Some(lock),
     };
-    pass.publish(Some(plan), &observed).await?;
-    let ctx = pass.ctx;
-    let uid = pass.bt.uid().unwrap_or_default();
-    ctx.backoff.on_success(&uid);
-    ctx.schedule.record(&uid, &Trigger::of(pass.bt), ctx.resync);
-    super::write::record_result(ctx, ReconcileResult::Stalled, pass.started);
-    Ok(Cleanup::Keep(Action::requeue(ctx.resync)))
+    pass.finish(Some(plan), observed).await.map(Cleanup::Keep)
 }
 
 /// Writes a `DropFailed` status naming the table, the cause and what the user can do, and keeps
 /// the finalizer until the next backoff step.
 async fn keep_failed(
-    mut pass: Pass<'_>,
+    pass: InFlight<'_>,
     plan: &Plan,
     cause: &str,
     hint: &str,
@@ -327,14 +334,9 @@ async fn keep_failed(
         message: format!("cannot drop {}: {cause}; {hint}", plan.table()),
         lock,
     };
-    pass.publish(Some(plan), &observed).await?;
-    let ctx = pass.ctx;
-    let uid = pass.bt.uid().unwrap_or_default();
-    ctx.metrics.record_failure(Reason::DropFailed);
-    ctx.metrics.record_drop(DropResult::Failed);
-    super::write::record_result(ctx, ReconcileResult::Retry, pass.started);
-    let delay = ctx.backoff.on_failure(&uid);
-    ctx.schedule.record(&uid, &Trigger::of(pass.bt), delay);
+    let metrics = pass.ctx.metrics.clone();
+    let delay = pass.settle(Some(plan), observed).await?;
+    metrics.record_drop(DropResult::Failed);
     tracing::warn!(table = %plan.table(), retry_in = ?delay, "drop failed: {cause}");
     Ok(Cleanup::Keep(Action::requeue(delay)))
 }

@@ -14,7 +14,7 @@ use kube::ResourceExt;
 
 use crate::crd::{BoxTable, BoxTableSpec};
 use crate::db::Connection;
-use crate::plan;
+use crate::pass::plan;
 
 /// Where a BoxTable's table lives, for conflict purposes.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -13,13 +13,12 @@ use super::backoff::Backoff;
 use super::schedule::Schedule;
 use super::secret_guard::{GuardError, Holds};
 use super::secrets::{self, DatabaseSecret, SecretError, SourceError};
-use crate::converge::Target;
 use crate::crd::{BoxTable, FINALIZER};
 use crate::migrate::ownership::Owner;
+use crate::pass::Target;
 use crate::telemetry::Metrics;
 
-/// The name of the leader-election Lease and the events' reporting controller.
-pub const CONTROLLER_NAME: &str = "boxtable-operator";
+pub use crate::crd::CONTROLLER_NAME;
 
 /// What every reconcile pass shares.
 pub struct Context {

@@ -6,9 +6,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::{Api, PostParams};
 use kube::{Client, Resource};
 
-use super::context::CONTROLLER_NAME;
-
-use crate::crd::{BoxTable, BoxTableStatus, LockState};
+use crate::crd::{BoxTable, BoxTableStatus, CONTROLLER_NAME, DRIFTED, LockState, Reported};
 use crate::migrate::{Outcome, Plan};
 use crate::reason::Reason;
 
@@ -29,35 +27,21 @@ pub struct Transition {
     pub note: String,
 }
 
-fn ready(status: Option<&BoxTableStatus>) -> Option<(String, String, String)> {
-    let cond = status?
-        .conditions
-        .iter()
-        .find(|c| c.type_ == crate::status::READY)?;
-    Some((
-        cond.status.clone(),
-        cond.reason.clone(),
-        cond.message.clone(),
-    ))
+fn ready(status: Option<&BoxTableStatus>) -> Option<Reported<'_>> {
+    status?.ready()
 }
 
 /// What the `Drifted` condition says the last comparison of the shape found (an Unknown one
 /// carries the finding before it; see [`crate::status::last_drift_found`]).
 fn drifted(status: Option<&BoxTableStatus>) -> Option<(bool, String)> {
-    let cond = status?
-        .conditions
-        .iter()
-        .find(|c| c.type_ == crate::status::DRIFTED)?;
+    let cond = status?.conditions.iter().find(|c| c.type_ == DRIFTED)?;
     crate::status::last_drift_found(cond).map(|(drifted, message)| (drifted, message.to_owned()))
 }
 
 /// Whether the `Drifted` condition in `status` is a comparison made by its pass (True or False),
 /// not an Unknown left by a pass that did not compare.
 fn drift_checked(status: &BoxTableStatus) -> bool {
-    status
-        .conditions
-        .iter()
-        .any(|c| c.type_ == crate::status::DRIFTED && c.status != "Unknown")
+    status.condition(DRIFTED).is_some_and(|c| !c.is_unknown())
 }
 
 fn lock_state(status: Option<&BoxTableStatus>) -> Option<LockState> {
@@ -68,8 +52,7 @@ fn lock_state(status: Option<&BoxTableStatus>) -> Option<LockState> {
 /// last run is a new one. An upgrade of a table that was already `Migrated` keeps its reason, so
 /// the reason alone would say nothing; a pass that changed nothing keeps the last run as it was.
 fn migrated_anew(before: Option<&BoxTableStatus>, after: &BoxTableStatus) -> bool {
-    let migrated =
-        ready(Some(after)).is_some_and(|(_, reason, _)| reason == Reason::Migrated.as_str());
+    let migrated = after.ready_reason() == Some(Reason::Migrated);
     migrated
         && after.last_run.is_some()
         && before.and_then(|b| b.last_run.as_ref()) != after.last_run.as_ref()
@@ -120,14 +103,14 @@ pub fn transitions(before: Option<&BoxTableStatus>, after: &BoxTableStatus) -> V
         });
     }
     let (old_ready, new_ready) = (ready(before), ready(Some(after)));
-    if let Some((status, reason, message)) = new_ready {
+    if let Some(new) = new_ready {
         let changed = old_ready
             .as_ref()
-            .is_none_or(|(s, r, _)| s != &status || r != &reason)
+            .is_none_or(|old| old.status != new.status || old.reason != new.reason)
             || migrated_anew(before, after);
-        if changed && let Ok(reason) = reason.parse::<Reason>() {
+        if changed && let Some(reason) = new.reason {
             // Waiting is covered by the lock event above; UpToDate is news only after a failure.
-            let was_ready = old_ready.as_ref().is_some_and(|(s, _, _)| s == "True");
+            let was_ready = old_ready.as_ref().is_some_and(Reported::is_true);
             let noteworthy = match reason {
                 Reason::WaitingForLock | Reason::Migrating => false,
                 Reason::UpToDate => old_ready.is_some() && !was_ready,
@@ -135,7 +118,7 @@ pub fn transitions(before: Option<&BoxTableStatus>, after: &BoxTableStatus) -> V
             };
             if noteworthy {
                 out.push(Transition {
-                    warning: (status != "True"
+                    warning: (!new.is_true()
                         && !matches!(
                             reason,
                             Reason::Suspended | Reason::Deleting | Reason::Cancelled
@@ -143,7 +126,7 @@ pub fn transitions(before: Option<&BoxTableStatus>, after: &BoxTableStatus) -> V
                         || reason.warns_when_ready(),
                     reason,
                     action: action_for(reason),
-                    note: message,
+                    note: new.message.to_owned(),
                 });
             }
         }

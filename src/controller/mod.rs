@@ -104,70 +104,27 @@ pub async fn run(
 ) -> Result<(), RunError> {
     let lost_leadership = CancellationToken::new();
     let ended = Arc::new(std::sync::Mutex::new(None));
-    let mut leadership = None;
-    if let Some(ns) = &settings.leader_election_namespace {
-        let elector = leader::LeaderElector::new(
-            Api::<Lease>::namespaced(client.clone(), ns),
-            CONTROLLER_NAME,
-            &settings.instance,
-        )
-        .with_timing(settings.leader_timing);
-        tracing::info!(lease = CONTROLLER_NAME, namespace = %ns, identity = %settings.instance, "waiting for leadership");
-        if !elector
-            .acquire(
-                &shutdown,
-                standby_readiness(&readiness, settings.leader_timing),
-            )
-            .await
-        {
-            return Ok(());
-        }
-        // Ready again once the BoxTable cache has synced.
-        readiness.set_not_ready();
-        tracing::info!(identity = %settings.instance, "became leader");
-        metrics.set_leader(true);
-        let lost = lost_leadership.clone();
-        let stop = shutdown.clone();
-        let ended = ended.clone();
-        let leading = metrics.clone();
-        leadership = Some(tokio::spawn(async move {
-            let kept = elector.keep(&stop).await;
-            // Handed back on shutdown, or lost: this replica reconciles no more.
-            leading.set_leader(false);
-            let error = match kept {
-                leader::Ended::Shutdown => None,
-                leader::Ended::TakenOver { holder } => Some(RunError::TakenOver { holder }),
-                leader::Ended::RenewDeadlinePassed { last_error } => {
-                    Some(RunError::NotRenewed(last_error))
-                }
+    let leadership = match &settings.leader_election_namespace {
+        Some(namespace) => {
+            let lead = Leadership {
+                client: &client,
+                namespace,
+                settings: &settings,
+                metrics: &metrics,
+                readiness: &readiness,
             };
-            if let Some(error) = error {
-                tracing::error!(error = %crate::report::chain(&error), "stopping");
-                if let Ok(mut ended) = ended.lock() {
-                    *ended = Some(error);
-                }
-                lost.cancel();
+            match lead.acquire(&shutdown, &lost_leadership, &ended).await {
+                Some(keeper) => Some(keeper),
+                None => return Ok(()),
             }
-        }));
-    }
-    if settings.leader_election_namespace.is_none() {
-        // Without leader election this replica is the one that reconciles.
-        metrics.set_leader(true);
-    }
-    let stop = CancellationToken::new();
-    {
-        let stop = stop.clone();
-        let shutdown = shutdown.clone();
-        let lost = lost_leadership.clone();
-        tokio::spawn(async move {
-            tokio::select! {
-                () = shutdown.cancelled() => {}
-                () = lost.cancelled() => {}
-            }
-            stop.cancel();
-        });
-    }
-
+        }
+        None => {
+            // Without leader election this replica is the one that reconciles.
+            metrics.set_leader(true);
+            None
+        }
+    };
+    let stop = stop_on_either(&shutdown, &lost_leadership);
     let publisher = events::Publisher::new(client.clone(), settings.instance.clone());
     // One pool for every namespace scope: passes of all scopes share a database's sessions.
     let sessions = Arc::new(crate::db::SessionPool::with_events(
@@ -186,9 +143,145 @@ pub async fn run(
     } else {
         settings.namespaces.iter().cloned().map(Some).collect()
     };
-    let mut controllers = Vec::new();
-    for scope in scopes {
-        let (boxtables, secrets) = match &scope {
+    let shared = Shared {
+        client: &client,
+        settings: &settings,
+        metrics: &metrics,
+        readiness: &readiness,
+        publisher: &publisher,
+        sessions: &sessions,
+        workers: &workers,
+        stop: &stop,
+    };
+    let controllers: Vec<_> = scopes
+        .into_iter()
+        .map(|scope| shared.controller(scope.as_deref()))
+        .collect();
+    futures::future::join_all(controllers).await;
+    // Every pass has ended: close the idle sessions now rather than when the process exits.
+    stop.cancel();
+    let _ = expiry.await;
+    sessions.close();
+    metrics.set_leader(false);
+    // On shutdown the elector hands the Lease back (bounded by its request timeouts); wait for
+    // it, or the process could exit first and leave standbys waiting for the Lease to expire.
+    if let Some(leadership) = leadership {
+        let _ = leadership.await;
+    }
+    tracing::info!("controller stopped");
+    match ended.lock().ok().and_then(|mut e| e.take()) {
+        Some(error) => Err(error),
+        None => Ok(()),
+    }
+}
+
+/// A token that fires when `shutdown` does or leadership is lost.
+fn stop_on_either(shutdown: &CancellationToken, lost: &CancellationToken) -> CancellationToken {
+    let stop = CancellationToken::new();
+    let (fire, shutdown, lost) = (stop.clone(), shutdown.clone(), lost.clone());
+    tokio::spawn(async move {
+        tokio::select! {
+            () = shutdown.cancelled() => {}
+            () = lost.cancelled() => {}
+        }
+        fire.cancel();
+    });
+    stop
+}
+
+/// Why the controller stopped, once leadership ended other than by shutdown.
+type Ended = Arc<std::sync::Mutex<Option<RunError>>>;
+
+/// Leader election for this replica: the Lease in `namespace`.
+struct Leadership<'a> {
+    client: &'a Client,
+    namespace: &'a str,
+    settings: &'a Settings,
+    metrics: &'a Arc<Metrics>,
+    readiness: &'a Readiness,
+}
+
+impl Leadership<'_> {
+    /// Waits for the Lease (ready as a standby while the Lease can be read), then keeps it in a
+    /// task of its own; `None` when `shutdown` came first. A lost Lease fires `lost` and leaves
+    /// why in `ended`.
+    ///
+    /// # Cancel safety
+    /// On `shutdown` the keeper hands the Lease back; the task returned ends when it has.
+    async fn acquire(
+        &self,
+        shutdown: &CancellationToken,
+        lost: &CancellationToken,
+        ended: &Ended,
+    ) -> Option<tokio::task::JoinHandle<()>> {
+        let settings = self.settings;
+        let elector = leader::LeaderElector::new(
+            Api::<Lease>::namespaced(self.client.clone(), self.namespace),
+            CONTROLLER_NAME,
+            &settings.instance,
+        )
+        .with_timing(settings.leader_timing);
+        tracing::info!(lease = CONTROLLER_NAME, namespace = %self.namespace, identity = %settings.instance, "waiting for leadership");
+        if !elector
+            .acquire(
+                shutdown,
+                standby_readiness(self.readiness, settings.leader_timing),
+            )
+            .await
+        {
+            return None;
+        }
+        // Ready again once the BoxTable cache has synced.
+        self.readiness.set_not_ready();
+        tracing::info!(identity = %settings.instance, "became leader");
+        self.metrics.set_leader(true);
+        let (lost, stop, ended) = (lost.clone(), shutdown.clone(), ended.clone());
+        let leading = self.metrics.clone();
+        Some(tokio::spawn(async move {
+            let kept = elector.keep(&stop).await;
+            // Handed back on shutdown, or lost: this replica reconciles no more.
+            leading.set_leader(false);
+            let error = match kept {
+                leader::Ended::Shutdown => None,
+                leader::Ended::TakenOver { holder } => Some(RunError::TakenOver { holder }),
+                leader::Ended::RenewDeadlinePassed { last_error } => {
+                    Some(RunError::NotRenewed(last_error))
+                }
+            };
+            if let Some(error) = error {
+                tracing::error!(error = %crate::report::chain(&error), "stopping");
+                if let Ok(mut ended) = ended.lock() {
+                    *ended = Some(error);
+                }
+                lost.cancel();
+            }
+        }))
+    }
+}
+
+/// What every namespace scope's controller shares.
+struct Shared<'a> {
+    client: &'a Client,
+    settings: &'a Settings,
+    metrics: &'a Arc<Metrics>,
+    readiness: &'a Readiness,
+    publisher: &'a events::Publisher,
+    sessions: &'a Arc<crate::db::SessionPool>,
+    workers: &'a Arc<workers::Workers>,
+    stop: &'a CancellationToken,
+}
+
+impl Shared<'_> {
+    /// The controller of one namespace scope (`None`: all namespaces), with its caches, its
+    /// Secret watch and what it keeps per object; it ends when `stop` fires.
+    ///
+    /// Longer than most: it wires one scope's parts in the order each needs the one before (the
+    /// caches, then what is kept per object, then the watches, then the context); the work each
+    /// part does lives in its own module.
+    fn controller(&self, scope: Option<&str>) -> impl std::future::Future<Output = ()> + use<> {
+        let (client, settings, metrics, stop) =
+            (self.client, self.settings, self.metrics, self.stop);
+        let (boxtables, secrets) = match scope {
             Some(ns) => (
                 Api::<BoxTable>::namespaced(client.clone(), ns),
                 Api::<secrets::SecretMetadata>::namespaced(client.clone(), ns),
@@ -203,10 +296,7 @@ pub async fn run(
         let (watched_secrets, secret_writer) = reflector::store();
         metrics.count_objects(Arc::new(CachedBoxTables(store.clone())));
         let schedule = Arc::new(schedule::Schedule::default());
-        let secret_schedule = schedule.clone();
         let holds = Arc::new(secret_guard::Holds::default());
-        let secret_holds = holds.clone();
-        let orphans = Arc::new(secret_orphans::Orphans::new(client.clone()));
         let reader = Arc::new(secrets::SecretReader::new(
             client.clone(),
             watched_secrets,
@@ -246,99 +336,104 @@ pub async fn run(
             let stop = stop.clone();
             tokio::spawn(async move { memory.sweep_until(&stop).await });
         }
+        let mapper = SecretMapper {
+            store: store.clone(),
+            holds: holds.clone(),
+            schedule: schedule.clone(),
+            orphans: Arc::new(secret_orphans::Orphans::new(client.clone())),
+        };
         let ctx = Arc::new(Context {
             client: client.clone(),
             store: store.clone(),
-            events: publisher.clone(),
+            events: self.publisher.clone(),
             metrics: metrics.clone(),
             backoff,
-            schedule: schedule.clone(),
+            schedule,
             resync: settings.resync,
             shutdown: stop.clone(),
             holds,
             secrets: reader,
             memory,
-            sessions: sessions.clone(),
-            workers: workers.clone(),
+            sessions: self.sessions.clone(),
+            workers: self.workers.clone(),
             cluster_name: settings.cluster_name.clone(),
         });
-        let readiness = readiness.clone();
-        let ready_store = store.clone();
-        tokio::spawn(async move {
-            // The store's readiness signal wakes only its latest waiter (the controller itself
-            // waits on it too), so ask again until it answers.
-            loop {
-                let wait = ready_store.wait_until_ready();
-                match tokio::time::timeout(READINESS_POLL, wait).await {
-                    Ok(Ok(())) => {
-                        readiness.set_ready();
-                        return;
-                    }
-                    Ok(Err(_)) => return,
-                    Err(_) => {}
-                }
-            }
-        });
+        ready_when_synced(self.readiness.clone(), store.clone());
         let graceful = stop.clone();
-        let unsynced_stop = stopped_before_sync(stop.clone(), store.clone());
+        let unsynced_stop = stopped_before_sync(stop.clone(), store);
         let run = controller
-            .watches_stream(secret_events, move |secret: secrets::SecretMetadata| {
-                let ns = secret.namespace();
-                let name = secret.name_any();
-                tracing::debug!(secret = %name, "secret changed");
-                secret_holds.observe(&secret);
-                // The BoxTables that read this Secret, and those whose finalizer it carries
-                // though they no longer keep it there (so that they let it go).
-                let held = secret_guard::holders(&secret);
-                let boxtables = store.state();
-                // A finalizer of a BoxTable the cache does not know may be one whose BoxTable is
-                // gone: the API server decides.
-                let unknown = held.iter().any(|uid| {
-                    !boxtables
-                        .iter()
-                        .any(|bt| bt.namespace() == ns && bt.uid().as_deref() == Some(uid.as_str()))
-                });
-                if unknown && let Some(namespace) = &ns {
-                    orphans.check(namespace, &name);
-                }
-                boxtables
-                    .into_iter()
-                    .filter(|bt| {
-                        bt.namespace() == ns
-                            && (bt.spec.database.secret_ref.name == name
-                                || (held.contains(bt.uid().as_deref().unwrap_or_default())
-                                    && !secret_guard::keeps(bt, &name)))
-                    })
-                    .inspect(|bt| secret_schedule.secret_changed(&bt.uid().unwrap_or_default()))
-                    .map(|bt| ObjectRef::from_obj(&*bt))
-                    .collect::<Vec<_>>()
-            })
+            .watches_stream(secret_events, move |secret| mapper.boxtables_of(&secret))
             // No limit here: every pass takes one of `workers` first, which limits them in all
             // scopes together and shares them out between namespaces.
             .with_config(controller::Config::default().concurrency(0))
             .graceful_shutdown_on(async move { graceful.cancelled().await })
             .run(reconcile::reconcile, reconcile::error_policy, ctx)
             .for_each(|result| async move { wording::log_result(result) });
-        controllers.push(async move {
+        async move {
             futures::pin_mut!(run, unsynced_stop);
             futures::future::select(run, unsynced_stop).await;
+        }
+    }
+}
+
+/// Sets `readiness` once `store` has synced.
+fn ready_when_synced(readiness: Readiness, store: Store<BoxTable>) {
+    tokio::spawn(async move {
+        // The store's readiness signal wakes only its latest waiter (the controller itself
+        // waits on it too), so ask again until it answers.
+        loop {
+            let wait = store.wait_until_ready();
+            match tokio::time::timeout(READINESS_POLL, wait).await {
+                Ok(Ok(())) => {
+                    readiness.set_ready();
+                    return;
+                }
+                Ok(Err(_)) => return,
+                Err(_) => {}
+            }
+        }
+    });
+}
+
+/// Which BoxTables a Secret's change concerns.
+struct SecretMapper {
+    store: Store<BoxTable>,
+    holds: Arc<secret_guard::Holds>,
+    schedule: Arc<schedule::Schedule>,
+    orphans: Arc<secret_orphans::Orphans>,
+}
+
+impl SecretMapper {
+    /// The BoxTables that read `secret`, and those whose finalizer it carries though they no
+    /// longer keep it there (so that they let it go); each is told its Secret changed.
+    fn boxtables_of(&self, secret: &secrets::SecretMetadata) -> Vec<ObjectRef<BoxTable>> {
+        let ns = secret.namespace();
+        let name = secret.name_any();
+        tracing::debug!(secret = %name, "secret changed");
+        self.holds.observe(secret);
+        let held = secret_guard::holders(secret);
+        let boxtables = self.store.state();
+        // A finalizer of a BoxTable the cache does not know may be one whose BoxTable is gone:
+        // the API server decides.
+        let unknown = held.iter().any(|uid| {
+            !boxtables
+                .iter()
+                .any(|bt| bt.namespace() == ns && bt.uid().as_deref() == Some(uid.as_str()))
         });
-    }
-    futures::future::join_all(controllers).await;
-    // Every pass has ended: close the idle sessions now rather than when the process exits.
-    stop.cancel();
-    let _ = expiry.await;
-    sessions.close();
-    metrics.set_leader(false);
-    // On shutdown the elector hands the Lease back (bounded by its request timeouts); wait for
-    // it, or the process could exit first and leave standbys waiting for the Lease to expire.
-    if let Some(leadership) = leadership {
-        let _ = leadership.await;
-    }
-    tracing::info!("controller stopped");
-    match ended.lock().ok().and_then(|mut e| e.take()) {
-        Some(error) => Err(error),
-        None => Ok(()),
+        if unknown && let Some(namespace) = &ns {
+            self.orphans.check(namespace, &name);
+        }
+        boxtables
+            .into_iter()
+            .filter(|bt| {
+                bt.namespace() == ns
+                    && (bt.spec.database.secret_ref.name == name
+                        || (held.contains(bt.uid().as_deref().unwrap_or_default())
+                            && !secret_guard::keeps(bt, &name)))
+            })
+            .inspect(|bt| self.schedule.secret_changed(&bt.uid().unwrap_or_default()))
+            .map(|bt| ObjectRef::from_obj(&*bt))
+            .collect()
     }
 }
 

@@ -26,11 +26,10 @@ use super::schedule::Trigger;
 use super::secrets::{DatabaseSecret, SecretError};
 use super::wording::{Stopped, boxtable_field, deadline_message, not_done};
 use super::workers::Worker;
-use super::write::Pass;
-use crate::converge::{self, Target};
+use super::write::InFlight;
 use crate::crd::BoxTable;
 use crate::migrate::{Plan, RunPath};
-use crate::pass::{self, DriftCheck};
+use crate::pass::{self, DriftCheck, PassError, Target};
 use crate::reason::Reason;
 use crate::report::chain;
 use crate::status::Observed;
@@ -81,7 +80,7 @@ pub async fn reconcile(bt: Arc<BoxTable>, ctx: Arc<Context>) -> Result<Action, R
         worker = ctx.workers.acquire(&namespace) => worker,
         () = ctx.shutdown.cancelled() => return Ok(Action::await_change()),
     };
-    let result = pass(bt.clone(), ctx.clone(), namespace, &worker)
+    let result = due(bt.clone(), ctx.clone(), namespace, &worker)
         .instrument(span)
         .await;
     ctx.memory.settle(&bt);
@@ -89,7 +88,7 @@ pub async fn reconcile(bt: Arc<BoxTable>, ctx: Arc<Context>) -> Result<Action, R
 }
 
 /// A pass that is due: cleanup while deleting, else apply (with the finalizer kept in step).
-async fn pass(
+async fn due(
     bt: Arc<BoxTable>,
     ctx: Arc<Context>,
     namespace: String,
@@ -186,8 +185,8 @@ async fn apply(
     if let Err(error) = super::secret_guard::release_stale(&ctx.client, &ctx.holds, bt).await {
         tracing::warn!(error = %chain(&error), "letting go of a secret no longer needed failed");
     }
-    let pass = Pass::new(bt, ctx, api);
-    let plan = match crate::plan::plan(&bt.spec) {
+    let pass = InFlight::new(bt, ctx, api);
+    let plan = match crate::pass::plan::plan(&bt.spec) {
         Ok(plan) => plan.with_owner(owner_of(bt, &pass.namespace, &ctx.cluster_name)),
         Err(error) => {
             let observed = Observed::Failed {
@@ -235,8 +234,7 @@ async fn apply(
     };
     if bt.spec.suspend {
         let waits = start_waits(ctx, &plan, worker);
-        let observed =
-            crate::pass::observe_suspended(&ctx.sessions, &target, &plan, waits.token()).await;
+        let observed = crate::pass::observe(&ctx.sessions, &target, &plan, waits.token()).await;
         if matches!(observed, Observed::Failed { .. })
             && let Some(cut) = waits.cut()
         {
@@ -272,7 +270,7 @@ fn start_waits(ctx: &Context, plan: &Plan, worker: &Worker) -> Waits {
 /// queued again at once, with nothing written; one past its budget ends `DeadlineExceeded`
 /// (retried with backoff, and a Warning event).
 async fn cut_short(
-    pass: Pass<'_>,
+    pass: InFlight<'_>,
     plan: &Plan,
     target: &Target<'_>,
     what: &str,
@@ -336,8 +334,11 @@ async fn conflicting_owner(
 /// Runs the migration, writing a `Waiting` status (with the holder) as soon as the lock is found
 /// taken and refreshing it while the wait lasts, `Migrating` if the change itself runs longer than
 /// [`super::write::MIGRATING_AFTER`], then the outcome.
+///
+/// Longer than most: a take-over runs the migration a second time with the same waits, and both
+/// runs end in the one match below; the bookkeeping of each ending is in its own function.
 async fn migrate(
-    mut pass: Pass<'_>,
+    mut pass: InFlight<'_>,
     plan: &Plan,
     target: &Target<'_>,
     worker: &Worker,
@@ -349,7 +350,7 @@ async fn migrate(
     // for it), by running once more allowed to replace exactly that record; else refused with
     // how to resolve it. A record that changed in between refuses the second run as well.
     let mut taken_over = None;
-    if let Err(converge::ConvergeError::Run {
+    if let Err(PassError::Run {
         source: crate::migrate::RunError::NotOwner { record, .. },
         ..
     }) = &result
@@ -397,39 +398,10 @@ async fn migrate(
     }
     let observed = match result {
         Ok(outcome) => {
-            if let Some(note) = crate::status::replanned(pass.written.as_ref(), &outcome) {
-                tracing::info!(table = %plan.table(), note, "re-planned after un-suspending");
-                events::publish(&ctx.events, pass.bt, vec![events::replanned(plan, note)]).await;
-            }
-            if let Some(lock) = &outcome.lock {
-                ctx.metrics.record_lock(LockOutcome::Acquired, lock.waited);
-            }
-            ctx.metrics.record_blocked(outcome.blocked);
-            let steps = steps_applied(&outcome);
-            if steps > 0 {
-                ctx.metrics.record_migrations(plan.kind(), steps);
-                tracing::info!(
-                    table = %plan.table(),
-                    path = ?outcome.path,
-                    from_version = outcome.from_version,
-                    to_version = outcome.to_version,
-                    steps,
-                    duration_ms = u64::try_from(outcome.duration.as_millis()).unwrap_or(u64::MAX),
-                    "migrated"
-                );
-            }
-            if outcome.lock_lost_after_commit {
-                ctx.metrics.record_lock_lost_after_commit();
-                events::publish(
-                    &ctx.events,
-                    pass.bt,
-                    vec![events::lock_lost_after_commit(plan, &outcome)],
-                )
-                .await;
-            }
+            announce_success(&pass, plan, &outcome).await;
             Observed::Succeeded(outcome)
         }
-        Err(converge::ConvergeError::Run {
+        Err(PassError::Run {
             source:
                 crate::migrate::RunError::Withdrawn {
                     table,
@@ -446,37 +418,77 @@ async fn migrate(
             tracing::info!(table = %table, why = %why, "nothing changed: the BoxTable no longer wants its table changed by this pass");
             return Ok(Action::requeue(Duration::from_secs(1)));
         }
-        Err(error) => {
-            match error.reason() {
-                Reason::Cancelled => {
-                    ctx.metrics
-                        .record_lock(LockOutcome::Cancelled, Duration::ZERO);
-                    let stopped = Stopped::of(&error);
-                    tracing::info!(table = %plan.table(), "{}", stopped.log_line("the migration"));
-                    pass.interrupted(plan, "the migration", &stopped).await;
-                    return Ok(Action::await_change());
-                }
-                Reason::LockTimeout => ctx
-                    .metrics
-                    .record_lock(LockOutcome::TimedOut, plan.lock_timeout()),
-                Reason::LockLost => ctx.metrics.record_lock(LockOutcome::Lost, Duration::ZERO),
-                _ => {}
-            }
-            let reason = error.reason();
-            tracing::warn!(table = %plan.table(), reason = %reason, error = %error.message(), "{}", not_done(reason));
-            crate::pass::failure(&error)
+        Err(error) if error.reason() == Reason::Cancelled => {
+            ctx.metrics
+                .record_lock(LockOutcome::Cancelled, Duration::ZERO);
+            let stopped = Stopped::of(&error);
+            tracing::info!(table = %plan.table(), "{}", stopped.log_line("the migration"));
+            pass.interrupted(plan, "the migration", &stopped).await;
+            return Ok(Action::await_change());
         }
+        Err(error) => failed(ctx, plan, &error),
     };
     pass.finish(Some(plan), observed).await
 }
 
+/// A failed run as the status shows it, counted (a lock timeout or a lost lock) and logged.
+fn failed(ctx: &Context, plan: &Plan, error: &PassError) -> Observed {
+    let reason = error.reason();
+    match reason {
+        Reason::LockTimeout => ctx
+            .metrics
+            .record_lock(LockOutcome::TimedOut, plan.lock_timeout()),
+        Reason::LockLost => ctx.metrics.record_lock(LockOutcome::Lost, Duration::ZERO),
+        _ => {}
+    }
+    tracing::warn!(table = %plan.table(), reason = %reason, error = %error.message(), "{}", not_done(reason));
+    crate::pass::failure(error)
+}
+
+/// What a successful run tells besides its status: a re-plan after un-suspending and a lock lost
+/// at commit as events, the lock wait, blocked sessions and steps applied as metrics, and a log
+/// line for a run that changed the table.
+async fn announce_success(pass: &InFlight<'_>, plan: &Plan, outcome: &crate::migrate::Outcome) {
+    let ctx = pass.ctx;
+    if let Some(note) = crate::status::replanned(pass.written.as_ref(), outcome) {
+        tracing::info!(table = %plan.table(), note, "re-planned after un-suspending");
+        events::publish(&ctx.events, pass.bt, vec![events::replanned(plan, note)]).await;
+    }
+    if let Some(lock) = outcome.lock {
+        ctx.metrics.record_lock(LockOutcome::Acquired, lock.waited);
+    }
+    ctx.metrics.record_blocked(outcome.blocked);
+    let steps = steps_applied(outcome);
+    if steps > 0 {
+        ctx.metrics.record_migrations(plan.kind(), steps);
+        tracing::info!(
+            table = %plan.table(),
+            path = ?outcome.path,
+            from_version = outcome.from_version,
+            to_version = outcome.to_version,
+            steps,
+            duration_ms = u64::try_from(outcome.duration.as_millis()).unwrap_or(u64::MAX),
+            "migrated"
+        );
+    }
+    if outcome.lock_lost_after_commit {
+        ctx.metrics.record_lock_lost_after_commit();
+        events::publish(
+            &ctx.events,
+            pass.bt,
+            vec![events::lock_lost_after_commit(plan, outcome)],
+        )
+        .await;
+    }
+}
+
 /// One run of the migration for `pass` (see [`migrate`]), with its waits and progress reported.
 async fn run(
-    pass: &mut Pass<'_>,
+    pass: &mut InFlight<'_>,
     plan: &Plan,
     target: &Target<'_>,
     waits: &Waits,
-) -> Result<crate::migrate::Outcome, converge::ConvergeError> {
+) -> Result<crate::migrate::Outcome, PassError> {
     let ctx = pass.ctx;
     let (on_waiting, contention) = super::write::contention();
     let (on_holding, holding) = super::write::holding();

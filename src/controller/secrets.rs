@@ -27,7 +27,7 @@ use zeroize::Zeroize;
 
 use crate::crd::DatabaseSpec;
 use crate::db::Connection;
-pub use crate::source::{CA_KEY, SourceError};
+pub use crate::pass::source::{CA_KEY, SourceError};
 
 /// A Secret as the metadata watch sees it (no data).
 pub type SecretMetadata = PartialObjectMeta<Secret>;
@@ -171,7 +171,7 @@ impl SecretReader {
             });
         };
         let read = Arc::new(DatabaseSecret {
-            connection: crate::source::connection(&secret, database),
+            connection: crate::pass::source::connection(&secret, database),
             finalizers: secret.metadata.finalizers.clone().unwrap_or_default(),
             deleting: secret.metadata.deletion_timestamp.is_some(),
         });

@@ -12,11 +12,11 @@ use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 
 use super::context::ReconcileError;
-use crate::converge::ConvergeError;
 use crate::crd::BoxTable;
 use crate::duration::format_duration;
 use crate::lock::LockError;
 use crate::migrate::RunError;
+use crate::pass::PassError;
 use crate::reason::Reason;
 use crate::report::chain;
 
@@ -127,10 +127,10 @@ pub(super) enum Stopped {
 
 impl Stopped {
     /// Where `error` (a [`Reason::Cancelled`] one) stopped the pass.
-    pub(super) fn of(error: &ConvergeError) -> Self {
+    pub(super) fn of(error: &PassError) -> Self {
         match error {
-            ConvergeError::Cancelled { .. } => Stopped::WaitingForSession,
-            ConvergeError::Run {
+            PassError::Cancelled { .. } => Stopped::WaitingForSession,
+            PassError::Run {
                 source: RunError::Lock(lock),
                 ..
             } if matches!(lock.as_ref(), LockError::Cancelled { .. }) => {
@@ -191,7 +191,7 @@ mod tests {
 
     #[test]
     fn a_shutdown_during_the_lock_wait_says_nothing_was_changed() {
-        let error = ConvergeError::Run {
+        let error = PassError::Run {
             operation: "migration",
             source: RunError::from(LockError::Cancelled {
                 lock_key: "BrighterMigration_public.outbox".to_owned(),
@@ -205,7 +205,7 @@ mod tests {
              advisory lock BrighterMigration_public.outbox; nothing was changed; the next operator \
              replica runs it again"
         );
-        let cancelled = ConvergeError::Run {
+        let cancelled = PassError::Run {
             operation: "migration",
             source: RunError::Cancelled {
                 table: "public.outbox".to_owned(),

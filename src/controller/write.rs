@@ -46,7 +46,7 @@ pub(super) fn holding() -> (impl FnOnce() + Send, Holding) {
     (notify, Holding(rx))
 }
 
-/// What woke [`Pass::run_reporting_waits`].
+/// What woke [`InFlight::run_reporting_waits`].
 enum Wake<T> {
     Finished(T),
     Contended(Option<Holder>, Instant),
@@ -77,7 +77,7 @@ pub(super) fn contention() -> (impl FnOnce(Option<Holder>) + Send, Contention) {
 }
 
 /// A pass in progress for one object: what is known and what was last written.
-pub(super) struct Pass<'a> {
+pub(super) struct InFlight<'a> {
     pub(super) bt: &'a BoxTable,
     pub(super) ctx: &'a Context,
     pub(super) api: &'a Api<BoxTable>,
@@ -96,7 +96,7 @@ fn waiting_observation(holder: Option<Holder>, waited: Duration) -> Observed {
     ))
 }
 
-impl<'a> Pass<'a> {
+impl<'a> InFlight<'a> {
     pub(super) fn new(bt: &'a BoxTable, ctx: &'a Context, api: &'a Api<BoxTable>) -> Self {
         Self {
             bt,
@@ -254,10 +254,20 @@ impl<'a> Pass<'a> {
     /// Writes the final status of a pass and decides when to come back. A given-up status says
     /// when the next try is and what brings it forward.
     pub(super) async fn finish(
-        mut self,
+        self,
         plan: Option<&Plan>,
         observed: Observed,
     ) -> Result<Action, ReconcileError> {
+        self.settle(plan, observed).await.map(Action::requeue)
+    }
+
+    /// [`InFlight::finish`] for a caller that wants the delay itself: the backoff or the resync
+    /// interval, the status written, the pass counted and the next pass scheduled after it.
+    pub(super) async fn settle(
+        mut self,
+        plan: Option<&Plan>,
+        observed: Observed,
+    ) -> Result<Duration, ReconcileError> {
         let uid = self.bt.uid().unwrap_or_default();
         let ctx = self.ctx;
         let (result, delay) = match &observed {
@@ -281,7 +291,7 @@ impl<'a> Pass<'a> {
         record_result(ctx, result, self.started);
         ctx.schedule
             .record(&uid, &super::schedule::Trigger::of(self.bt), delay);
-        Ok(Action::requeue(delay))
+        Ok(delay)
     }
 }
 

@@ -2,7 +2,7 @@
 //! (patterns, enums, ranges, defaults, CEL immutability), printer columns, and the names defined once
 //! (group, version, kind, finalizer, field manager).
 //!
-//! This module holds types only (the status types live in `status.rs` and are re-exported here); [`crate::plan`] turns a spec into a migration plan and
+//! This module holds types only (the status types live in `status.rs` and are re-exported here); [`crate::pass::plan`] turns a spec into a migration plan and
 //! [`crate::status`] computes the status.
 
 use kube::{CustomResource, CustomResourceExt};
@@ -12,10 +12,8 @@ use serde::{Deserialize, Serialize};
 use crate::duration::{self, MAX_DDL_TIMEOUT, MAX_LOCK_TIMEOUT};
 use crate::ident::{IDENT_PATTERN, MAX_IDENT_BYTES};
 
-/// The box, payload and history scope a spec names are the migration core's own types.
-pub use crate::migrate::{BoxKind, HistoryScope, Payload};
-
 mod database;
+mod kind;
 mod status;
 
 pub use database::{
@@ -24,10 +22,15 @@ pub use database::{
     SslModeParameter, TargetSessionParameter, TlsVersionParameter,
 };
 
+pub use kind::{BoxKind, HistoryScope, Payload, RunPath};
 pub use status::{
-    BoxTableStatus, LastRun, LockHolder, LockState, LockStatus, PendingPlan, PendingVersion,
-    PgLocks,
+    BoxTableStatus, DRIFTED, LastRun, LockHolder, LockState, LockStatus, PendingPlan,
+    PendingVersion, PgLocks, READY, RECONCILING, Reported, STALLED,
 };
+
+/// The operator's name: the leader-election Lease, the events' reporting controller, the traces'
+/// service and the prefix of its sessions' `application_name`.
+pub const CONTROLLER_NAME: &str = "boxtable-operator";
 
 /// The API group of every resource this operator serves.
 pub const GROUP: &str = "brighter.dev";

@@ -5,7 +5,72 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::migrate::RunPath;
+use super::RunPath;
+use crate::reason::Reason;
+
+/// The kstatus condition that says the table is at its target version.
+pub const READY: &str = "Ready";
+/// The kstatus condition that says the operator is still working (or retrying).
+pub const RECONCILING: &str = "Reconciling";
+/// The kstatus condition that says the operator gave up until something changes.
+pub const STALLED: &str = "Stalled";
+/// The detail condition that says the table's shape differs from its recorded version's. It
+/// never changes Ready.
+pub const DRIFTED: &str = "Drifted";
+
+/// One condition as the operator reads it back: the [`Reason`] typed, so no reader parses or
+/// compares the string a condition stores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reported<'a> {
+    /// `True`, `False` or `Unknown`.
+    pub status: &'a str,
+    /// The reason; `None` for one this operator does not know (written by another version, or by
+    /// another field manager).
+    pub reason: Option<Reason>,
+    /// Why the condition has its status.
+    pub message: &'a str,
+}
+
+impl Reported<'_> {
+    /// Whether the condition's status is `True`.
+    pub fn is_true(&self) -> bool {
+        self.status == "True"
+    }
+
+    /// Whether the condition's status is `Unknown`.
+    pub fn is_unknown(&self) -> bool {
+        self.status == "Unknown"
+    }
+}
+
+impl BoxTableStatus {
+    /// The condition of type `type_`, read with its reason typed.
+    pub fn condition(&self, type_: &str) -> Option<Reported<'_>> {
+        self.conditions
+            .iter()
+            .find(|c| c.type_ == type_)
+            .map(|c| Reported {
+                status: &c.status,
+                reason: c.reason.parse().ok(),
+                message: &c.message,
+            })
+    }
+
+    /// The `Ready` condition, read with its reason typed.
+    pub fn ready(&self) -> Option<Reported<'_>> {
+        self.condition(READY)
+    }
+
+    /// The reason of the `Ready` condition, when it has one this operator knows.
+    pub fn ready_reason(&self) -> Option<Reason> {
+        self.ready().and_then(|ready| ready.reason)
+    }
+
+    /// Whether the condition of type `type_` is `True`.
+    pub fn is_true(&self, type_: &str) -> bool {
+        self.condition(type_).is_some_and(|c| c.is_true())
+    }
+}
 
 /// Observed state of a BoxTable. Written only by the operator, and only when it changes.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]

@@ -2,6 +2,7 @@
 //! [`Connection`] they make with their TLS files, TLS, the dedicated session that holds the
 //! advisory lock, and the pool that keeps sessions between passes.
 
+pub mod advisory;
 mod connect_error;
 mod connection;
 mod connstr;

@@ -8,10 +8,10 @@ use tokio_postgres::tls::MakeTlsConnect;
 use tokio_postgres::{CancelToken, Client, Config, Connection as DriverConnection, NoTls, Socket};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
+use super::advisory::LockStatements;
 use super::connect_error::{Attempt, ConnectError, classify};
 use super::tls;
 use super::{ChannelBinding, Connection, TlsMode};
-use crate::lock::LockStatements;
 use crate::report::prefix;
 
 /// Connect timeout when the connection string sets none.

@@ -9,7 +9,6 @@ mod held;
 mod holder;
 mod identity;
 mod poll;
-mod statements;
 
 pub use held::{BLOCKED_SQL, Blocked, HeldLock, blocked_on, held_now};
 pub use holder::{Holder, find_holder};
@@ -18,7 +17,6 @@ pub use poll::{
     AcquireReport, BACKOFF_CAP, FIRST_DELAY, PollError, next_delay, poll_until_acquired,
     tries_within,
 };
-pub use statements::LockStatements;
 
 use std::future::Future;
 use std::time::Duration;
@@ -29,10 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::db::Session;
 
-/// Takes the lock without waiting; `NULL` is reported as `None`.
-pub const TRY_LOCK_SQL: &str = "SELECT pg_try_advisory_lock($1::int8)";
-/// Releases one level of the session lock; `false` means the session did not hold it.
-pub const UNLOCK_SQL: &str = "SELECT pg_advisory_unlock($1::int8)";
+pub use crate::db::advisory::{LockStatements, TRY_LOCK_SQL, UNLOCK_SQL};
 /// Whether this very session holds the lock (granted, in the current database).
 pub const HELD_BY_ME_SQL: &str = "SELECT EXISTS (SELECT 1 FROM pg_locks \
      WHERE locktype = 'advisory' AND granted AND pid = pg_backend_pid() \

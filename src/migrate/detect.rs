@@ -4,9 +4,11 @@
 use std::collections::BTreeMap;
 
 use tokio_postgres::Client;
+use tokio_postgres::error::SqlState;
 use tokio_postgres::types::Type;
 
-use super::{BoxKind, Payload, Plan, RunError, RunPath};
+pub use super::decision::Decision;
+use super::{BoxKind, Payload, Plan, RunError};
 use crate::ident::QualifiedName;
 
 /// The table's columns straight from the catalog, looked up by namespace oid and name (an index
@@ -73,9 +75,6 @@ pub struct CatalogSnapshot {
     pub comment: Option<String>,
 }
 
-/// SQLSTATE `undefined_table`.
-const UNDEFINED_TABLE: &str = "42P01";
-
 /// What the catalog says about a box table (see [`catalog`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Catalog {
@@ -103,66 +102,6 @@ pub struct Facts {
     pub table: Option<TableShape>,
     /// The highest history version recorded for it, `None` without rows.
     pub history_version: Option<i32>,
-}
-
-/// What a run does, decided from [`Facts`] and the plan.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Decision {
-    /// Create the table at `to` with one history row.
-    Fresh {
-        /// The version created.
-        to: u32,
-    },
-    /// Stamp the detected version, then apply steps `detected+1..=to` (none when already there).
-    Bootstrap {
-        /// The version the columns show.
-        detected: u32,
-        /// The version reached.
-        to: u32,
-    },
-    /// Apply steps `from+1..=to`.
-    Normal {
-        /// The history's version.
-        from: u32,
-        /// The version reached.
-        to: u32,
-    },
-    /// Nothing to do; `at` may exceed the target (never downgraded).
-    UpToDate {
-        /// The current version.
-        at: u32,
-    },
-}
-
-impl Decision {
-    /// The path this decision takes.
-    pub fn path(self) -> RunPath {
-        match self {
-            Decision::Fresh { .. } => RunPath::Fresh,
-            Decision::Bootstrap { .. } => RunPath::Bootstrap,
-            Decision::Normal { .. } => RunPath::Normal,
-            Decision::UpToDate { .. } => RunPath::UpToDate,
-        }
-    }
-
-    /// The version before the run (0 without a table).
-    pub fn from_version(self) -> u32 {
-        match self {
-            Decision::Fresh { .. } => 0,
-            Decision::Bootstrap { detected, .. } => detected,
-            Decision::Normal { from, .. } => from,
-            Decision::UpToDate { at } => at,
-        }
-    }
-
-    /// The version after the run (never below the version before it).
-    pub fn to_version(self) -> u32 {
-        match self {
-            Decision::Fresh { to } | Decision::Normal { to, .. } => to,
-            Decision::Bootstrap { detected, to } => detected.max(to),
-            Decision::UpToDate { at } => at,
-        }
-    }
 }
 
 /// The version a table's columns show (marker column, then V1's set, then the highest complete
@@ -330,8 +269,8 @@ pub async fn catalog_with_public_history(
         Ok(row) => row,
         Err(source)
             if source
-                .as_db_error()
-                .is_some_and(|db| db.code().code() == UNDEFINED_TABLE) =>
+                .code()
+                .is_some_and(|code| *code == SqlState::UNDEFINED_TABLE) =>
         {
             return Ok(None);
         }
@@ -438,7 +377,7 @@ mod tests {
             "headerbag",
             "body",
         ];
-        let t = plan(BoxKind::Outbox).table;
+        let t = plan(BoxKind::Outbox).table().clone();
         assert_eq!(
             detect_version(BoxKind::Outbox, &t, &shape(&cols)).unwrap(),
             2
@@ -456,7 +395,7 @@ mod tests {
             "dispatched",
             "partitionkey",
         ];
-        let t = plan(BoxKind::Outbox).table;
+        let t = plan(BoxKind::Outbox).table().clone();
         assert_eq!(
             detect_version(BoxKind::Outbox, &t, &shape(&cols)).unwrap(),
             2

@@ -1,25 +1,27 @@
 //! Why a migration run, observation or drop failed, and the bounded reason each failure maps to.
 
+use tokio_postgres::error::SqlState;
+
 use crate::lock::LockError;
 use crate::reason::Reason;
 
-/// SQLSTATE `insufficient_privilege`.
-pub const SQLSTATE_PERMISSION_DENIED: &str = "42501";
-/// SQLSTATE `invalid_schema_name`.
-pub const SQLSTATE_SCHEMA_NOT_FOUND: &str = "3F000";
-/// SQLSTATE `read_only_sql_transaction` (a hot standby, or `default_transaction_read_only`).
-pub const SQLSTATE_READ_ONLY: &str = "25006";
-/// SQLSTATE `lock_not_available`: a statement waited `lock_timeout` for a lock and gave up.
-pub const SQLSTATE_LOCK_NOT_AVAILABLE: &str = "55P03";
-
 /// SQLSTATEs that end the session: `admin_shutdown` (`pg_terminate_backend`, a fast shutdown),
 /// `crash_shutdown` and `cannot_connect_now`; and class 08, connection exceptions.
-const SESSION_ENDING_SQLSTATES: [&str; 3] = ["57P01", "57P02", "57P03"];
+const SESSION_ENDING: [SqlState; 3] = [
+    SqlState::ADMIN_SHUTDOWN,
+    SqlState::CRASH_SHUTDOWN,
+    SqlState::CANNOT_CONNECT_NOW,
+];
+
+/// The class of SQLSTATEs that are connection exceptions (`08xxx`).
+const CONNECTION_EXCEPTION_CLASS: &str = "08";
 
 /// Whether `source` means the session is gone (so a step did not fail on its own merits).
-fn is_session_lost(source: &tokio_postgres::Error, code: Option<&str>) -> bool {
+fn is_session_lost(source: &tokio_postgres::Error, code: Option<&SqlState>) -> bool {
     source.is_closed()
-        || code.is_some_and(|c| SESSION_ENDING_SQLSTATES.contains(&c) || c.starts_with("08"))
+        || code.is_some_and(|c| {
+            SESSION_ENDING.contains(c) || c.code().starts_with(CONNECTION_EXCEPTION_CLASS)
+        })
 }
 
 /// A failed run. Messages are lowercase and never repeat their source; log with
@@ -290,24 +292,25 @@ impl RunError {
         table: &crate::ident::QualifiedName,
         otherwise: impl FnOnce(tokio_postgres::Error) -> RunError,
     ) -> RunError {
-        let code = source.as_db_error().map(|db| db.code().code().to_owned());
-        if is_session_lost(&source, code.as_deref()) {
+        let code = source.code().cloned();
+        if is_session_lost(&source, code.as_ref()) {
             return RunError::SessionLost {
                 operation,
                 table: table.to_string(),
                 source,
             };
         }
-        match code.as_deref() {
-            Some(SQLSTATE_PERMISSION_DENIED) => RunError::PermissionDenied {
+        match code {
+            Some(SqlState::INSUFFICIENT_PRIVILEGE) => RunError::PermissionDenied {
                 operation,
                 table: table.to_string(),
                 source,
             },
-            Some(SQLSTATE_SCHEMA_NOT_FOUND) => RunError::SchemaNotFound {
+            Some(SqlState::INVALID_SCHEMA_NAME) => RunError::SchemaNotFound {
                 schema: table.schema.to_string(),
             },
-            Some(SQLSTATE_READ_ONLY) => RunError::ReadOnlyDatabase {
+            // A hot standby, or `default_transaction_read_only`.
+            Some(SqlState::READ_ONLY_SQL_TRANSACTION) => RunError::ReadOnlyDatabase {
                 table: table.to_string(),
             },
             _ => otherwise(source),
@@ -321,7 +324,8 @@ impl RunError {
             return self;
         };
         let timed_out = |source: &tokio_postgres::Error| {
-            source.as_db_error().map(|db| db.code().code()) == Some(SQLSTATE_LOCK_NOT_AVAILABLE)
+            // `lock_not_available`: a statement waited `lock_timeout` for a lock and gave up.
+            source.code() == Some(&SqlState::LOCK_NOT_AVAILABLE)
         };
         match self {
             RunError::MigrationFailed {

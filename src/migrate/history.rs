@@ -5,6 +5,7 @@
 //! lowercased schema and table names. Every value goes through a `$n` parameter.
 
 use tokio_postgres::Client;
+use tokio_postgres::error::SqlState;
 use tokio_postgres::types::Type;
 
 use super::{HistoryScope, RunError};
@@ -17,7 +18,11 @@ pub const HISTORY_TABLE: &str = "\"__BrighterMigrationHistory\"";
 pub const HISTORY_TABLE_NAME: &str = "__BrighterMigrationHistory";
 
 /// SQLSTATEs that mean another session created the history table at the same moment.
-pub const CREATE_RACE_SQLSTATES: [&str; 3] = ["23505", "42P07", "42710"];
+pub const CREATE_RACE_SQLSTATES: [SqlState; 3] = [
+    SqlState::UNIQUE_VIOLATION,
+    SqlState::DUPLICATE_TABLE,
+    SqlState::DUPLICATE_OBJECT,
+];
 
 const SAVEPOINT: &str = "SAVEPOINT boxtable_history";
 /// Undoes a failed creation and leaves the savepoint, in one message.
@@ -174,8 +179,8 @@ pub async fn ensure_table(
     match created {
         Some(Err(source)) => {
             let raced = source
-                .as_db_error()
-                .is_some_and(|db| CREATE_RACE_SQLSTATES.contains(&db.code().code()));
+                .code()
+                .is_some_and(|code| CREATE_RACE_SQLSTATES.contains(code));
             if !raced {
                 return Err(RunError::query(op, table)(source));
             }

@@ -34,7 +34,7 @@ pub struct Observation {
 /// Read-only.
 pub async fn observe(session: &Session, plan: &Plan) -> Result<Observation, RunError> {
     let target = plan.target();
-    super::server::check_supported(session.server_version_num(), plan.table())?;
+    super::postgres_version::check_supported(session.server_version_num(), plan.table())?;
     let client = session.client();
     // The catalog and the history are separate reads: one read-only REPEATABLE READ transaction
     // gives them one snapshot, so a concurrent commit of a table with its history row is seen
@@ -53,7 +53,7 @@ pub async fn observe(session: &Session, plan: &Plan) -> Result<Observation, RunE
         plan.table(),
     ))?;
     let facts = facts?;
-    let history = HistoryTable::for_table(plan.table(), plan.history_scope());
+    let history = plan.history().clone();
     let decision = detect::decide(plan, target, &facts, &history.quoted())?;
     Ok(Observation {
         current_version: decision.from_version(),
@@ -88,7 +88,7 @@ pub struct Preview {
 /// Read-only.
 pub async fn preview(session: &Session, plan: &Plan) -> Result<Preview, RunError> {
     let target = plan.target();
-    super::server::check_supported(session.server_version_num(), plan.table())?;
+    super::postgres_version::check_supported(session.server_version_num(), plan.table())?;
     // A run refuses a pooler in between or a standby before anything else; so does its plan.
     super::runner::preflight(session, plan, plan.lock()).await?;
     let client = session.client();
@@ -113,7 +113,7 @@ pub async fn preview(session: &Session, plan: &Plan) -> Result<Preview, RunError
         plan.table(),
     ))?;
     let (facts, public_history_exists) = read?;
-    let history = HistoryTable::for_table(plan.table(), plan.history_scope());
+    let history = plan.history().clone();
     let decision = detect::decide(plan, target, &facts, &history.quoted())?;
     let drift = match decision {
         Decision::Normal { from, .. } => super::inspect::drift(client, plan, from).await?,

@@ -271,7 +271,7 @@ pub(super) async fn preflight(
     plan: &Plan,
     identity: &LockIdentity,
 ) -> Result<(), RunError> {
-    super::server::check_supported(session.server_version_num(), plan.table())?;
+    super::postgres_version::check_supported(session.server_version_num(), plan.table())?;
     if session.preflight_passed() {
         return Ok(());
     }
@@ -440,7 +440,7 @@ pub(super) async fn read_facts(
     ensure: bool,
 ) -> Result<Facts, RunError> {
     let table = plan.table();
-    let history = HistoryTable::for_table(table, plan.history_scope());
+    let history = plan.history().clone();
     if ensure {
         let per_schema = plan.history_scope() == HistoryScope::PerSchema;
         let (catalog, ensured, version) = futures::future::join3(
@@ -515,7 +515,7 @@ pub(super) async fn read_facts(
 /// The first failing step aborts the transaction, so every later one fails with `25P02` without
 /// doing anything; the first failure is the one reported, and the caller rolls back.
 async fn migrate(client: &Client, plan: &Plan, target: u32) -> Result<Decision, RunError> {
-    let history = HistoryTable::for_table(plan.table(), plan.history_scope());
+    let history = plan.history().clone();
     let facts = read_facts(client, plan, true).await?;
     let owner = plan.owner();
     if let (Some(owner), Some(_)) = (owner, &facts.table) {

@@ -86,7 +86,7 @@ impl Statement {
 /// What the transaction runs before it decides: create the history table if missing, and for a
 /// per-schema history with a `public` history table, seed it from `public`.
 pub fn setup(plan: &Plan, public_history_exists: bool) -> Vec<Statement> {
-    let history = HistoryTable::for_table(plan.table(), plan.history_scope());
+    let history = plan.history().clone();
     let mut out = vec![Statement {
         sql: history.create_sql(),
         params: Vec::new(),
@@ -109,7 +109,7 @@ pub fn setup(plan: &Plan, public_history_exists: bool) -> Vec<Statement> {
 /// (a fresh table: the latest shape and one row; a bootstrap: the detected version's row first).
 pub fn steps(plan: &Plan, decision: Decision) -> Vec<Statement> {
     let table = plan.table();
-    let history = HistoryTable::for_table(table, plan.history_scope());
+    let history = plan.history().clone();
     let mut out = Vec::new();
     let (after, target) = match decision {
         Decision::Fresh { to } => {

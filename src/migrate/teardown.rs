@@ -249,7 +249,7 @@ async fn count_rows(
 /// it as TableMissing.
 async fn delete_history(client: &Client, plan: &Plan) -> Result<u64, RunError> {
     let table = plan.table();
-    let mut sources = vec![HistoryTable::for_table(table, plan.history_scope())];
+    let mut sources = vec![plan.history().clone()];
     if sources[0] != HistoryTable::Public {
         sources.push(HistoryTable::Public);
     }

@@ -12,9 +12,7 @@ use super::messages::truncate;
 use crate::migrate::drift::DriftReport;
 use crate::reason::Reason;
 
-/// The detail condition that says the table's shape differs from its recorded version's. It
-/// never changes Ready.
-pub const DRIFTED: &str = "Drifted";
+pub use crate::crd::DRIFTED;
 
 /// What an Unknown message says before the last comparison's message when that found drift.
 const LAST_DRIFTED: &str = "; the last check found drift: ";

@@ -10,7 +10,7 @@
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
-use crate::crd::{BoxTableStatus, DeletionPolicy};
+use crate::crd::{BoxTableStatus, DeletionPolicy, LastRun, LockStatus, PendingPlan};
 use crate::migrate::{Outcome, Plan, RunPath};
 use crate::reason::Reason;
 
@@ -26,12 +26,7 @@ pub use lock::LockObservation;
 use lock::{carried_lock, observed_lock, succeeded_lock, time};
 use messages::{last_run_of, success_message, truncate, version_text, waiting_message};
 
-/// The kstatus condition that says the table is at its target version.
-pub const READY: &str = "Ready";
-/// The kstatus condition that says the operator is still working (or retrying).
-pub const RECONCILING: &str = "Reconciling";
-/// The kstatus condition that says the operator gave up until something changes.
-pub const STALLED: &str = "Stalled";
+pub use crate::crd::{READY, RECONCILING, STALLED};
 
 /// Condition messages are cut to this many bytes, so a long error chain cannot bloat the object.
 pub const MAX_MESSAGE_BYTES: usize = 1024;
@@ -77,6 +72,17 @@ pub enum Observed {
     },
 }
 
+impl Observed {
+    /// What the pass saw of the lock, when this observation carries it.
+    pub fn into_lock(self) -> Option<LockObservation> {
+        match self {
+            Observed::Waiting(lock) | Observed::Migrating(lock) => Some(lock),
+            Observed::Failed { lock, .. } => lock,
+            _ => None,
+        }
+    }
+}
+
 /// How the three kstatus conditions read for one status.
 struct Verdict {
     ready: bool,
@@ -101,12 +107,12 @@ pub fn desired_status(
     let prev = previous.cloned().unwrap_or_default();
     let table = plan.map(|p| p.table().to_string()).or(prev.table.clone());
     let shown = table.clone().unwrap_or_else(|| "the table".to_owned());
-    let mut target = plan.map(Plan::target).or(prev.target_version);
-    let mut applied = prev.applied_version;
-    let mut last_run = prev.last_run.clone();
+    let target = plan.map(Plan::target).or(prev.target_version);
+    let applied = prev.applied_version;
+    let last_run = prev.last_run.clone();
     // Without a plan the identity cannot be recomputed, but the table is immutable: what was
     // known about its lock stays as it was.
-    let mut lock = match plan {
+    let lock = match plan {
         Some(p) => carried_lock(p, prev.lock.as_ref()),
         None => prev.lock.clone(),
     };
@@ -132,99 +138,27 @@ pub fn desired_status(
         }
     };
 
-    let verdict = match observed {
-        Observed::Waiting(obs) => {
-            lock = plan
-                .map(|p| observed_lock(p, prev.lock.as_ref(), obs))
-                .or(lock);
-            in_progress(
-                Reason::WaitingForLock,
-                waiting_message(plan, obs.holder.as_ref()),
-            )
-        }
-        Observed::Migrating(obs) => {
-            lock = plan
-                .map(|p| observed_lock(p, prev.lock.as_ref(), obs))
-                .or(lock);
-            let message = format!("migrating {shown} to version {}", version_text(target));
-            in_progress(Reason::Migrating, message)
-        }
-        Observed::Succeeded(outcome) => {
-            applied = Some(outcome.to_version);
-            target = Some(outcome.target_version);
-            if let Some(plan) = plan {
-                lock = succeeded_lock(plan, prev.lock.as_ref(), outcome).or(lock);
-            }
-            if outcome.path != RunPath::UpToDate || last_run.is_none() {
-                last_run = Some(last_run_of(outcome));
-            }
-            let (reason, mut message) = kept_ready(&prev, generation, outcome)
-                .unwrap_or_else(|| success_message(&shown, outcome));
-            if let Some(note) = replanned(previous, outcome) {
-                message = format!("{message}; {note}");
-            }
-            Verdict {
-                ready: true,
-                reconciling: false,
-                stalled: false,
-                reason,
-                message,
-            }
-        }
-        Observed::Failed {
-            reason,
-            message,
-            lock: obs,
-        } => {
-            if let (Some(plan), Some(obs)) = (plan, obs) {
-                lock = Some(observed_lock(plan, prev.lock.as_ref(), obs));
-            }
-            if reason.is_stalled() {
-                stalled(*reason, message.clone())
-            } else {
-                in_progress(*reason, message.clone())
-            }
-        }
-        Observed::Suspended {
-            applied_version, ..
-        } => {
-            applied = *applied_version;
-            let now_at = match applied_version {
-                Some(v) => format!("{shown} is at version {v}"),
-                None => format!("{shown} does not exist"),
-            };
-            Verdict {
-                ready: false,
-                reconciling: false,
-                stalled: false,
-                reason: Reason::Suspended,
-                message: format!(
-                    "suspended; {now_at}, target {}{}",
-                    version_text(target),
-                    pending_note(pending.as_ref())
-                ),
-            }
-        }
-        Observed::Deleting {
-            policy,
-            managed_elsewhere,
-        } => {
-            let message = match policy {
-                DeletionPolicy::Drop if *managed_elsewhere => format!(
-                    "keeping {shown}: another BoxTable manages it (this one stalled with {}), so this deletion does not drop it",
-                    Reason::TableConflict
-                ),
-                DeletionPolicy::Drop => format!("dropping {shown}"),
-                DeletionPolicy::Retain => {
-                    format!("releasing {shown}; deletionPolicy Retain keeps the table")
-                }
-            };
-            in_progress(Reason::Deleting, message)
-        }
-        Observed::Conflict { other } => {
-            stalled(Reason::TableConflict, conflict_message(plan, other))
-        }
+    let mut carried = Carried {
+        target,
+        applied,
+        last_run,
+        lock,
     };
+    let verdict = Judge {
+        previous,
+        prev: &prev,
+        generation,
+        plan,
+        shown: &shown,
+        pending: pending.as_ref(),
+    }
+    .verdict(observed, &mut carried);
+    let Carried {
+        target,
+        applied,
+        last_run,
+        lock,
+    } = carried;
 
     BoxTableStatus {
         observed_generation: Some(generation),
@@ -243,6 +177,140 @@ pub fn desired_status(
                 now,
             ))
             .collect(),
+    }
+}
+
+/// What a status carries over from the previous one unless this pass decides it anew.
+struct Carried {
+    target: Option<u32>,
+    applied: Option<u32>,
+    last_run: Option<LastRun>,
+    lock: Option<LockStatus>,
+}
+
+/// What the verdict of one pass is judged from, besides what it observed.
+struct Judge<'a> {
+    /// The status before this pass, as the caller has it.
+    previous: Option<&'a BoxTableStatus>,
+    /// The same, or the default status when there is none.
+    prev: &'a BoxTableStatus,
+    generation: i64,
+    plan: Option<&'a Plan>,
+    /// The table as messages name it.
+    shown: &'a str,
+    /// The plan a suspended status shows.
+    pending: Option<&'a PendingPlan>,
+}
+
+impl Judge<'_> {
+    /// How the conditions read for `observed`, updating what the pass decides anew in `carried`.
+    fn verdict(&self, observed: &Observed, carried: &mut Carried) -> Verdict {
+        let (plan, prev, shown) = (self.plan, self.prev, self.shown);
+        match observed {
+            Observed::Waiting(obs) => {
+                carried.lock = plan
+                    .map(|p| observed_lock(p, prev.lock.as_ref(), obs))
+                    .or(carried.lock.take());
+                in_progress(
+                    Reason::WaitingForLock,
+                    waiting_message(plan, obs.holder.as_ref()),
+                )
+            }
+            Observed::Migrating(obs) => {
+                carried.lock = plan
+                    .map(|p| observed_lock(p, prev.lock.as_ref(), obs))
+                    .or(carried.lock.take());
+                let message = format!(
+                    "migrating {shown} to version {}",
+                    version_text(carried.target)
+                );
+                in_progress(Reason::Migrating, message)
+            }
+            Observed::Succeeded(outcome) => self.succeeded(outcome, carried),
+            Observed::Failed {
+                reason,
+                message,
+                lock: obs,
+            } => {
+                if let (Some(plan), Some(obs)) = (plan, obs) {
+                    carried.lock = Some(observed_lock(plan, prev.lock.as_ref(), obs));
+                }
+                if reason.is_stalled() {
+                    stalled(*reason, message.clone())
+                } else {
+                    in_progress(*reason, message.clone())
+                }
+            }
+            Observed::Suspended {
+                applied_version, ..
+            } => {
+                carried.applied = *applied_version;
+                let now_at = match applied_version {
+                    Some(v) => format!("{shown} is at version {v}"),
+                    None => format!("{shown} does not exist"),
+                };
+                Verdict {
+                    ready: false,
+                    reconciling: false,
+                    stalled: false,
+                    reason: Reason::Suspended,
+                    message: format!(
+                        "suspended; {now_at}, target {}{}",
+                        version_text(carried.target),
+                        pending_note(self.pending)
+                    ),
+                }
+            }
+            Observed::Deleting {
+                policy,
+                managed_elsewhere,
+            } => in_progress(
+                Reason::Deleting,
+                deleting_message(shown, *policy, *managed_elsewhere),
+            ),
+            Observed::Conflict { other } => {
+                stalled(Reason::TableConflict, conflict_message(plan, other))
+            }
+        }
+    }
+
+    /// A run that finished: Ready, with the versions, the lock and the last run it brought.
+    fn succeeded(&self, outcome: &Outcome, carried: &mut Carried) -> Verdict {
+        carried.applied = Some(outcome.to_version);
+        carried.target = Some(outcome.target_version);
+        if let Some(plan) = self.plan {
+            carried.lock =
+                succeeded_lock(plan, self.prev.lock.as_ref(), outcome).or(carried.lock.take());
+        }
+        if outcome.path != RunPath::UpToDate || carried.last_run.is_none() {
+            carried.last_run = Some(last_run_of(outcome));
+        }
+        let (reason, mut message) = kept_ready(self.prev, self.generation, outcome)
+            .unwrap_or_else(|| success_message(self.shown, outcome));
+        if let Some(note) = replanned(self.previous, outcome) {
+            message = format!("{message}; {note}");
+        }
+        Verdict {
+            ready: true,
+            reconciling: false,
+            stalled: false,
+            reason,
+            message,
+        }
+    }
+}
+
+/// What a deleting status says deletion does to the table.
+fn deleting_message(shown: &str, policy: DeletionPolicy, managed_elsewhere: bool) -> String {
+    match policy {
+        DeletionPolicy::Drop if managed_elsewhere => format!(
+            "keeping {shown}: another BoxTable manages it (this one stalled with {}), so this deletion does not drop it",
+            Reason::TableConflict
+        ),
+        DeletionPolicy::Drop => format!("dropping {shown}"),
+        DeletionPolicy::Retain => {
+            format!("releasing {shown}; deletionPolicy Retain keeps the table")
+        }
     }
 }
 
@@ -338,12 +406,8 @@ fn kept_ready(
     {
         return None;
     }
-    let ready = prev
-        .conditions
-        .iter()
-        .find(|c| c.type_ == READY && c.status == "True")?;
-    let reason = ready.reason.parse::<Reason>().ok()?;
-    Some((reason, ready.message.clone()))
+    let ready = prev.ready().filter(|ready| ready.is_true())?;
+    Some((ready.reason?, ready.message.to_owned()))
 }
 
 fn in_progress(reason: Reason, message: String) -> Verdict {

@@ -8,7 +8,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
-use prometheus_client::registry::Registry;
+use prometheus_client::registry::{Metric, Registry};
 
 use super::caches::{CacheEntries, CacheGauges, CacheSource};
 use super::objects::{ObjectGauges, ObjectSource};
@@ -132,6 +132,159 @@ struct ReasonLabels {
     reason: &'static str,
 }
 
+/// A family's name and help text, as `/metrics` shows them.
+type Described = (&'static str, &'static str);
+
+const RECONCILES: Described = ("reconciles", "Reconcile passes by result");
+const RECONCILE_DURATION: Described = (
+    "reconcile_duration_seconds",
+    "Duration of one reconcile pass",
+);
+const LOCK_WAIT: Described = (
+    "lock_wait_seconds",
+    "Time spent waiting for the Brighter migration advisory lock",
+);
+const LOCK_OUTCOMES: Described = ("lock_outcomes", "Advisory lock waits by outcome");
+const LOCK_LOST_AFTER_COMMIT: Described = (
+    "lock_lost_after_commit",
+    "Migrations that committed although the advisory lock was already gone at unlock",
+);
+const MIGRATIONS_APPLIED: Described = (
+    "migrations_applied",
+    "Schema migration steps applied, by box kind",
+);
+const FAILURES: Described = ("failures", "Failed passes by reason");
+const DROPS: Described = (
+    "drops",
+    "Drop attempts of deletionPolicy Drop BoxTables, by result",
+);
+const IN_FLIGHT: Described = ("reconciles_in_flight", "Reconcile passes running now");
+const BUILD_INFO: Described = (
+    "build_info",
+    "Always 1; the labels name the running version and git revision",
+);
+const LEADER: Described = (
+    "leader",
+    "1 while this replica reconciles (holds the leader-election Lease, or runs without leader election), else 0",
+);
+const LOCK_HELD: Described = (
+    "lock_held",
+    "Brighter advisory locks this process holds now",
+);
+const LOCK_BLOCKED_SESSIONS: Described = (
+    "lock_blocked_sessions",
+    "Other sessions found waiting in pg_advisory_lock on a lock this process held, just before it released it",
+);
+const LOCK_BLOCKED_WAIT: Described = (
+    "lock_blocked_wait_seconds",
+    "At each release that found sessions blocked on the lock: how long the longest of them had waited",
+);
+const SESSIONS_OPENED: Described = (
+    "db_sessions_opened",
+    "PostgreSQL sessions opened, by reason (none_idle: no idle session for the database; replaced_broken: the idle one failed its check)",
+);
+const SESSIONS_CLOSED: Described = (
+    "db_sessions_closed",
+    "PostgreSQL sessions closed, by reason (not_clean, broken, idle_timeout, idle_cap, superseded, shutdown)",
+);
+const SESSIONS_OPEN: Described = (
+    "db_sessions_open",
+    "PostgreSQL sessions open now, lent to a pass or idle",
+);
+const SESSIONS_IDLE: Described = (
+    "db_sessions_idle",
+    "PostgreSQL sessions open now and idle, kept for the next pass",
+);
+
+const RECONCILE_BUCKETS: [f64; 11] = [0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0];
+const LOCK_WAIT_BUCKETS: [f64; 12] = [
+    0.0, 0.1, 0.3, 0.7, 1.5, 3.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
+];
+const LOCK_BLOCKED_BUCKETS: [f64; 10] = [0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0];
+
+/// Registers `metric` in `registry` as `described` says, and hands it back.
+fn registered<M: Metric + Clone>(registry: &mut Registry, described: Described, metric: M) -> M {
+    let (name, help) = described;
+    registry.register(name, help, metric.clone());
+    metric
+}
+
+/// A counter family with a series at zero for each of `labels`, so every series shows from the
+/// first scrape.
+fn zeroed<L>(labels: impl IntoIterator<Item = L>) -> Family<L, Counter>
+where
+    L: Clone + std::hash::Hash + Eq,
+{
+    let family = Family::<L, Counter>::default();
+    for label in labels {
+        family.get_or_create(&label).inc_by(0);
+    }
+    family
+}
+
+const RECONCILE_RESULTS: [ReconcileResult; 3] = [
+    ReconcileResult::Success,
+    ReconcileResult::Retry,
+    ReconcileResult::Stalled,
+];
+const LOCK_OUTCOMES_ALL: [LockOutcome; 4] = [
+    LockOutcome::Acquired,
+    LockOutcome::TimedOut,
+    LockOutcome::Lost,
+    LockOutcome::Cancelled,
+];
+const BOXES: [BoxKind; 2] = [BoxKind::Outbox, BoxKind::Inbox];
+const DROP_RESULTS: [DropResult; 5] = [
+    DropResult::Dropped,
+    DropResult::AlreadyGone,
+    DropResult::Kept,
+    DropResult::Blocked,
+    DropResult::Failed,
+];
+
+/// The `result` labels of `names`.
+fn results(names: impl IntoIterator<Item = &'static str>) -> impl Iterator<Item = ResultLabels> {
+    names.into_iter().map(|result| ResultLabels { result })
+}
+
+impl OutcomeLabels {
+    fn of(outcome: LockOutcome) -> Self {
+        Self {
+            outcome: outcome.as_str(),
+        }
+    }
+}
+
+impl BoxLabels {
+    fn of(kind: BoxKind) -> Self {
+        Self {
+            r#box: box_label(kind),
+        }
+    }
+}
+
+/// The `reason` labels of `names`.
+fn reasons(names: impl IntoIterator<Item = &'static str>) -> impl Iterator<Item = ReasonLabels> {
+    names.into_iter().map(|reason| ReasonLabels { reason })
+}
+
+/// A histogram with `buckets`.
+fn histogram(buckets: &[f64]) -> Histogram {
+    Histogram::new(buckets.iter().copied())
+}
+
+/// `boxtable_build_info`: always 1, labelled with the version and revision.
+fn build_info() -> Family<BuildLabels, Gauge> {
+    let family = Family::<BuildLabels, Gauge>::default();
+    family
+        .get_or_create(&BuildLabels {
+            version: VERSION,
+            revision: REVISION,
+        })
+        .set(1);
+    family
+}
+
 /// The registry and every `boxtable_` metric. Share it as `Arc<Metrics>`.
 #[derive(Debug)]
 pub struct Metrics {
@@ -168,186 +321,57 @@ impl Metrics {
     /// so dashboards and alerts see the series before the first event.
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("boxtable");
-        let reconciles = Family::<ResultLabels, Counter>::default();
-        let reconcile_duration =
-            Histogram::new([0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0]);
-        let lock_wait = Histogram::new([
-            0.0, 0.1, 0.3, 0.7, 1.5, 3.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
-        ]);
-        let lock_outcomes = Family::<OutcomeLabels, Counter>::default();
-        let lock_lost_after_commit = Counter::default();
-        let migrations_applied = Family::<BoxLabels, Counter>::default();
-        let failures = Family::<ReasonLabels, Counter>::default();
-        let drops = Family::<ResultLabels, Counter>::default();
-        let in_flight = Gauge::default();
-        let leader = Gauge::default();
-        let lock_held = Gauge::default();
-        let lock_blocked_sessions = Counter::default();
-        let lock_blocked_wait =
-            Histogram::new([0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0]);
-        let sessions_opened = Family::<ReasonLabels, Counter>::default();
-        for why in Opened::ALL {
-            sessions_opened
-                .get_or_create(&ReasonLabels {
-                    reason: why.as_str(),
-                })
-                .inc_by(0);
-        }
-        let sessions_closed = Family::<ReasonLabels, Counter>::default();
-        for why in Closed::ALL {
-            sessions_closed
-                .get_or_create(&ReasonLabels {
-                    reason: why.as_str(),
-                })
-                .inc_by(0);
-        }
-        let sessions_open = Gauge::default();
-        let sessions_idle = Gauge::default();
-        let build_info = Family::<BuildLabels, Gauge>::default();
-        build_info
-            .get_or_create(&BuildLabels {
-                version: VERSION,
-                revision: REVISION,
-            })
-            .set(1);
-        for result in [
-            DropResult::Dropped,
-            DropResult::AlreadyGone,
-            DropResult::Kept,
-            DropResult::Blocked,
-            DropResult::Failed,
-        ] {
-            drops
-                .get_or_create(&ResultLabels {
-                    result: result.as_str(),
-                })
-                .inc_by(0);
-        }
-        for result in [
-            ReconcileResult::Success,
-            ReconcileResult::Retry,
-            ReconcileResult::Stalled,
-        ] {
-            reconciles
-                .get_or_create(&ResultLabels {
-                    result: result.as_str(),
-                })
-                .inc_by(0);
-        }
-        for outcome in [
-            LockOutcome::Acquired,
-            LockOutcome::TimedOut,
-            LockOutcome::Lost,
-            LockOutcome::Cancelled,
-        ] {
-            lock_outcomes
-                .get_or_create(&OutcomeLabels {
-                    outcome: outcome.as_str(),
-                })
-                .inc_by(0);
-        }
-        for kind in [BoxKind::Outbox, BoxKind::Inbox] {
-            migrations_applied
-                .get_or_create(&BoxLabels {
-                    r#box: box_label(kind),
-                })
-                .inc_by(0);
-        }
-        for reason in Reason::ALL.into_iter().filter(|r| r.is_failure()) {
-            failures
-                .get_or_create(&ReasonLabels {
-                    reason: reason.as_str(),
-                })
-                .inc_by(0);
-        }
-        registry.register(
-            "reconciles",
-            "Reconcile passes by result",
-            reconciles.clone(),
+        let r = &mut registry;
+        let reconciles = registered(
+            r,
+            RECONCILES,
+            zeroed(results(RECONCILE_RESULTS.map(ReconcileResult::as_str))),
         );
-        registry.register(
-            "reconcile_duration_seconds",
-            "Duration of one reconcile pass",
-            reconcile_duration.clone(),
+        let reconcile_duration = registered(r, RECONCILE_DURATION, histogram(&RECONCILE_BUCKETS));
+        let lock_wait = registered(r, LOCK_WAIT, histogram(&LOCK_WAIT_BUCKETS));
+        let lock_outcomes = registered(
+            r,
+            LOCK_OUTCOMES,
+            zeroed(LOCK_OUTCOMES_ALL.map(OutcomeLabels::of)),
         );
-        registry.register(
-            "lock_wait_seconds",
-            "Time spent waiting for the Brighter migration advisory lock",
-            lock_wait.clone(),
+        let lock_lost_after_commit = registered(r, LOCK_LOST_AFTER_COMMIT, Counter::default());
+        let migrations_applied =
+            registered(r, MIGRATIONS_APPLIED, zeroed(BOXES.map(BoxLabels::of)));
+        let failures = registered(
+            r,
+            FAILURES,
+            zeroed(reasons(
+                Reason::ALL
+                    .into_iter()
+                    .filter(|r| r.is_failure())
+                    .map(Reason::as_str),
+            )),
         );
-        registry.register(
-            "lock_outcomes",
-            "Advisory lock waits by outcome",
-            lock_outcomes.clone(),
+        let drops = registered(
+            r,
+            DROPS,
+            zeroed(results(DROP_RESULTS.map(DropResult::as_str))),
         );
-        registry.register(
-            "lock_lost_after_commit",
-            "Migrations that committed although the advisory lock was already gone at unlock",
-            lock_lost_after_commit.clone(),
+        let in_flight = registered(r, IN_FLIGHT, Gauge::default());
+        registered(r, BUILD_INFO, build_info());
+        let leader = registered(r, LEADER, Gauge::default());
+        let lock_held = registered(r, LOCK_HELD, Gauge::default());
+        let lock_blocked_sessions = registered(r, LOCK_BLOCKED_SESSIONS, Counter::default());
+        let lock_blocked_wait = registered(r, LOCK_BLOCKED_WAIT, histogram(&LOCK_BLOCKED_BUCKETS));
+        let sessions_opened = registered(
+            r,
+            SESSIONS_OPENED,
+            zeroed(reasons(Opened::ALL.into_iter().map(Opened::as_str))),
         );
-        registry.register(
-            "migrations_applied",
-            "Schema migration steps applied, by box kind",
-            migrations_applied.clone(),
+        let sessions_closed = registered(
+            r,
+            SESSIONS_CLOSED,
+            zeroed(reasons(Closed::ALL.into_iter().map(Closed::as_str))),
         );
-        registry.register("failures", "Failed passes by reason", failures.clone());
-        registry.register(
-            "drops",
-            "Drop attempts of deletionPolicy Drop BoxTables, by result",
-            drops.clone(),
-        );
-        registry.register(
-            "reconciles_in_flight",
-            "Reconcile passes running now",
-            in_flight.clone(),
-        );
-        registry.register(
-            "build_info",
-            "Always 1; the labels name the running version and git revision",
-            build_info,
-        );
-        registry.register(
-            "leader",
-            "1 while this replica reconciles (holds the leader-election Lease, or runs without leader election), else 0",
-            leader.clone(),
-        );
-        registry.register(
-            "lock_held",
-            "Brighter advisory locks this process holds now",
-            lock_held.clone(),
-        );
-        registry.register(
-            "lock_blocked_sessions",
-            "Other sessions found waiting in pg_advisory_lock on a lock this process held, just before it released it",
-            lock_blocked_sessions.clone(),
-        );
-        registry.register(
-            "lock_blocked_wait_seconds",
-            "At each release that found sessions blocked on the lock: how long the longest of them had waited",
-            lock_blocked_wait.clone(),
-        );
-        registry.register(
-            "db_sessions_opened",
-            "PostgreSQL sessions opened, by reason (none_idle: no idle session for the database; replaced_broken: the idle one failed its check)",
-            sessions_opened.clone(),
-        );
-        registry.register(
-            "db_sessions_closed",
-            "PostgreSQL sessions closed, by reason (not_clean, broken, idle_timeout, idle_cap, superseded, shutdown)",
-            sessions_closed.clone(),
-        );
-        registry.register(
-            "db_sessions_open",
-            "PostgreSQL sessions open now, lent to a pass or idle",
-            sessions_open.clone(),
-        );
-        registry.register(
-            "db_sessions_idle",
-            "PostgreSQL sessions open now and idle, kept for the next pass",
-            sessions_idle.clone(),
-        );
-        let objects = ObjectGauges::register(&mut registry);
-        let caches = CacheGauges::register(&mut registry);
+        let sessions_open = registered(r, SESSIONS_OPEN, Gauge::default());
+        let sessions_idle = registered(r, SESSIONS_IDLE, Gauge::default());
+        let objects = ObjectGauges::register(r);
+        let caches = CacheGauges::register(r);
         Self {
             registry,
             reconciles,

@@ -6,13 +6,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use crate::crd::BoxTable;
+use crate::crd::{BoxTable, DRIFTED, RECONCILING, STALLED};
 use crate::reason::Reason;
 
 /// Where the BoxTables come from at a scrape (the controller's cache, one per watched scope).
@@ -65,27 +64,21 @@ pub const UNKNOWN_REASON: &str = "Unknown";
 
 /// A BoxTable's state and the reason its conditions carry, from the status alone.
 pub fn state_of(bt: &BoxTable) -> (ObjectState, &'static str) {
-    let conditions = bt
+    let Some((status, ready)) = bt
         .status
         .as_ref()
-        .map(|s| s.conditions.as_slice())
-        .unwrap_or_default();
-    let is_true = |type_: &str| {
-        conditions
-            .iter()
-            .any(|c| c.type_ == type_ && c.status == "True")
-    };
-    let Some(ready) = conditions.iter().find(|c| c.type_ == crate::status::READY) else {
+        .and_then(|status| Some((status, status.ready()?)))
+    else {
         return (ObjectState::Pending, NO_REASON);
     };
-    let reason = bounded_reason(ready);
-    let state = if ready.status == "True" {
+    let reason = ready.reason.map_or(UNKNOWN_REASON, Reason::as_str);
+    let state = if ready.is_true() {
         ObjectState::Ready
-    } else if is_true("Stalled") {
+    } else if status.is_true(STALLED) {
         ObjectState::Stalled
-    } else if is_true("Reconciling") {
+    } else if status.is_true(RECONCILING) {
         ObjectState::Reconciling
-    } else if reason == Reason::Suspended.as_str() {
+    } else if ready.reason == Some(Reason::Suspended) {
         ObjectState::Suspended
     } else {
         ObjectState::Pending
@@ -95,19 +88,7 @@ pub fn state_of(bt: &BoxTable) -> (ObjectState, &'static str) {
 
 /// Whether a BoxTable's `Drifted` condition is True.
 pub fn is_drifted(bt: &BoxTable) -> bool {
-    bt.status.as_ref().is_some_and(|s| {
-        s.conditions
-            .iter()
-            .any(|c| c.type_ == crate::status::DRIFTED && c.status == "True")
-    })
-}
-
-/// The condition's reason as one of the bounded set, else [`UNKNOWN_REASON`].
-fn bounded_reason(condition: &Condition) -> &'static str {
-    condition
-        .reason
-        .parse::<Reason>()
-        .map_or(UNKNOWN_REASON, Reason::as_str)
+    bt.status.as_ref().is_some_and(|s| s.is_true(DRIFTED))
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, EncodeLabelSet)]

@@ -41,7 +41,7 @@ impl SpanExport {
             .build()
             .map_err(|e| TelemetryError::Otlp(Box::new(e)))?;
         let resource = Resource::builder()
-            .with_service_name(crate::controller::CONTROLLER_NAME)
+            .with_service_name(crate::crd::CONTROLLER_NAME)
             .with_attribute(opentelemetry::KeyValue::new(
                 "service.version",
                 super::VERSION,
@@ -56,7 +56,7 @@ impl SpanExport {
 
     /// The tracer the log subscriber's OpenTelemetry layer feeds.
     pub fn tracer(&self) -> Tracer {
-        self.provider.tracer(crate::controller::CONTROLLER_NAME)
+        self.provider.tracer(crate::crd::CONTROLLER_NAME)
     }
 
     /// Sends the spans still queued and stops the exporter. Blocks (run it off the async

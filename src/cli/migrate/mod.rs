@@ -1,5 +1,5 @@
 //! The `migrate` command: BoxTable manifests applied straight to a database without a cluster (a
-//! Kubernetes Job, a CI step, a laptop), through the same converge path the controller uses; or,
+//! Kubernetes Job, a CI step, a laptop), through the same pass the controller uses; or,
 //! with `--dry-run`, planned: what each run would do and the exact statements it would send.
 
 mod command;
@@ -12,17 +12,15 @@ use tokio_util::sync::CancellationToken;
 
 use zeroize::Zeroizing;
 
-use boxtable_operator::converge::{self, Target};
 use boxtable_operator::crd::BoxTable;
 use boxtable_operator::db::{
     Connection, ConnectionSettings, PoolSettings, RootCert, SessionPool, TlsFiles,
 };
 use boxtable_operator::manifests::{Document, Manifests};
 use boxtable_operator::migrate::{Plan, RunPath};
-use boxtable_operator::pass::{self, DriftCheck};
+use boxtable_operator::pass::{self, DriftCheck, PassError, Target, source};
 use boxtable_operator::reason::Reason;
 use boxtable_operator::report::chain;
-use boxtable_operator::source;
 use boxtable_operator::status::{self, Observed};
 
 pub use command::execute;
@@ -194,7 +192,7 @@ async fn one(
     cancel: &CancellationToken,
 ) -> TableResult {
     let bt = &document.boxtable;
-    let plan = boxtable_operator::plan::plan(&bt.spec);
+    let plan = pass::plan::plan(&bt.spec);
     let connection = connection(bt, manifests, options);
     let database = connection
         .as_ref()
@@ -204,12 +202,12 @@ async fn one(
         source: document.source.to_string(),
         name: bt.name_any(),
         namespace: bt.namespace(),
-        table: boxtable_operator::plan::resolve_table(&bt.spec)
+        table: pass::plan::resolve_table(&bt.spec)
             .ok()
             .map(|t| t.to_string()),
         database,
         result: Verdict::Failed,
-        reason: String::new(),
+        reason: None,
         message: String::new(),
         status: None,
         plan: None,
@@ -255,7 +253,7 @@ async fn one(
         },
         Mode::Apply => {
             let observed = if bt.spec.suspend {
-                pass::observe_suspended(sessions, &target, &plan, cancel).await
+                pass::observe(sessions, &target, &plan, cancel).await
             } else {
                 match pass::migrate(
                     sessions,
@@ -293,9 +291,11 @@ fn applied(
         observed,
         jiff::Timestamp::now(),
     );
-    let ready = status.conditions.iter().find(|c| c.type_ == status::READY);
-    result.reason = ready.map(|c| c.reason.clone()).unwrap_or_default();
-    result.message = ready.map(|c| c.message.clone()).unwrap_or_default();
+    let ready = status.ready();
+    result.reason = ready.and_then(|ready| ready.reason);
+    result.message = ready
+        .map(|ready| ready.message.to_owned())
+        .unwrap_or_default();
     result.result = match observed {
         Observed::Succeeded(_) => Verdict::Ready,
         Observed::Suspended {
@@ -338,20 +338,21 @@ fn failed(
         ));
     }
     result.result = Verdict::Failed;
-    result.reason = reason.as_str().to_owned();
+    result.reason = Some(reason);
     result.message = message;
     result
 }
 
-/// Plans one table: the verdict, reason, message and the statements a run would send.
+/// Plans one table: the verdict, the reason (`None` when the path says it all), the message and
+/// the statements a run would send.
 async fn planned(
     sessions: &SessionPool,
     target: &Target<'_>,
     plan: &Plan,
     suspended: bool,
     cancel: &CancellationToken,
-) -> Result<(Verdict, String, String, PlanReport), converge::ConvergeError> {
-    let preview = converge::preview(sessions, target, plan, cancel).await?;
+) -> Result<(Verdict, Option<Reason>, String, PlanReport), PassError> {
+    let preview = pass::preview(sessions, target, plan, cancel).await?;
     let decision = preview.decision;
     let path = decision.path();
     let (from, to) = (decision.from_version(), decision.to_version());
@@ -372,29 +373,19 @@ async fn planned(
         } else {
             Verdict::Pending
         };
-        (
-            verdict,
-            Reason::Suspended.as_str().to_owned(),
-            message,
-            Vec::new(),
-        )
+        (verdict, Some(Reason::Suspended), message, Vec::new())
     } else if up_to_date {
-        (Verdict::Ready, path.as_str().to_owned(), would, Vec::new())
+        (Verdict::Ready, None, would, Vec::new())
     } else {
         let statements = preview
             .statements
             .iter()
             .map(PlannedStatement::of)
             .collect();
-        (
-            Verdict::Pending,
-            path.as_str().to_owned(),
-            would,
-            statements,
-        )
+        (Verdict::Pending, None, would, statements)
     };
     let report = PlanReport {
-        path: path.as_str().to_owned(),
+        path,
         from_version: from,
         to_version: to,
         target_version: preview.target_version,

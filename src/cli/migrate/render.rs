@@ -20,7 +20,7 @@ pub fn summary(results: &[TableResult]) -> String {
                     .as_ref()
                     .map_or_else(|| "-".to_owned(), ToString::to_string),
                 format!("{:?}", r.result),
-                r.reason.clone(),
+                r.reason_label().to_owned(),
             ]
         })
         .collect();
@@ -78,7 +78,11 @@ pub fn plan(results: &[TableResult]) -> String {
         let _ = writeln!(
             out,
             "# path {}, version {} -> {} (target {}): {}",
-            plan.path, plan.from_version, plan.to_version, plan.target_version, r.message
+            plan.path.as_str(),
+            plan.from_version,
+            plan.to_version,
+            plan.target_version,
+            r.message
         );
         if let Some(drift) = &plan.drift {
             let label = if drift.drifted { "DRIFT" } else { "no drift" };

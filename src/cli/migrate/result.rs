@@ -6,6 +6,7 @@ use serde::Serialize;
 use boxtable_operator::crd::BoxTableStatus;
 use boxtable_operator::db::ConnectionSettings;
 use boxtable_operator::manifests::Problem;
+use boxtable_operator::migrate::RunPath;
 use boxtable_operator::migrate::statements::{Param, Statement};
 use boxtable_operator::reason::Reason;
 use boxtable_operator::status::{self, Observed};
@@ -134,7 +135,7 @@ impl DriftSummary {
 #[serde(rename_all = "camelCase")]
 pub struct PlanReport {
     /// `Fresh`, `Bootstrap`, `Normal` or `UpToDate`.
-    pub path: String,
+    pub path: RunPath,
     /// The version now (0 without a table).
     pub from_version: u32,
     /// The version a run would leave it at.
@@ -151,35 +152,74 @@ pub struct PlanReport {
     pub statements: Vec<PlannedStatement>,
 }
 
-/// The result for one BoxTable document.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
+/// What the `reason` field and the REASON column say for a file that could not be read at all.
+const UNREADABLE: &str = "Unreadable";
+
+/// The result for one BoxTable document. Serialised as [`Printed`]: the typed reason and the
+/// plan's path become the one `reason` field the output has always had.
+#[derive(Debug, Clone, PartialEq)]
 pub struct TableResult {
     /// `file: document N`.
     pub source: String,
     /// The BoxTable's name (empty when the document has none).
     pub name: String,
     /// Its namespace, when the manifest has one.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
     /// The resolved table, when the spec names a valid one.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub table: Option<String>,
     /// Where it lives, when the connection string could be read.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub database: Option<DatabaseTarget>,
     /// How it ended.
     pub result: Verdict,
-    /// The bounded reason (`Migrated`, `UpToDate`, `InvalidSpec`, `LockTimeout`, ...).
-    pub reason: String,
+    /// The bounded reason (`Migrated`, `UpToDate`, `InvalidSpec`, `LockTimeout`, ...); `None` for
+    /// a plan that is not suspended (its [`PlanReport::path`] says what a run would do) and for a
+    /// file that could not be read.
+    pub reason: Option<Reason>,
     /// What happened, or every error found in the document.
     pub message: String,
     /// A run's status, as the controller would write it.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub status: Option<BoxTableStatus>,
     /// A plan's findings.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub plan: Option<PlanReport>,
+}
+
+/// A [`TableResult`] as `-o json` and `-o yaml` print it.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Printed<'a> {
+    source: &'a str,
+    name: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    namespace: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    table: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    database: Option<&'a DatabaseTarget>,
+    result: Verdict,
+    reason: &'static str,
+    message: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<&'a BoxTableStatus>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    plan: Option<&'a PlanReport>,
+}
+
+impl Serialize for TableResult {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        Printed {
+            source: &self.source,
+            name: &self.name,
+            namespace: self.namespace.as_deref(),
+            table: self.table.as_deref(),
+            database: self.database.as_ref(),
+            result: self.result,
+            reason: self.reason_label(),
+            message: &self.message,
+            status: self.status.as_ref(),
+            plan: self.plan.as_ref(),
+        }
+        .serialize(serializer)
+    }
 }
 
 impl TableResult {
@@ -208,11 +248,8 @@ impl TableResult {
             table: None,
             database: None,
             result: Verdict::Invalid,
-            reason: if problem.source.index == 0 {
-                "Unreadable".to_owned()
-            } else {
-                Reason::InvalidSpec.as_str().to_owned()
-            },
+            // Document 0 stands for the whole file, which could not be read.
+            reason: (problem.source.index != 0).then_some(Reason::InvalidSpec),
             message,
             status: Some(status::desired_status(
                 None,
@@ -229,10 +266,20 @@ impl TableResult {
     pub fn drift(&self) -> Option<&str> {
         self.status
             .as_ref()?
-            .conditions
-            .iter()
-            .find(|c| c.type_ == status::DRIFTED && c.status == "True")
-            .map(|c| c.message.as_str())
+            .condition(status::DRIFTED)
+            .filter(|drifted| drifted.is_true())
+            .map(|drifted| drifted.message)
+    }
+
+    /// What the `reason` field and the REASON column say: the bounded reason; for a plan that is
+    /// not suspended, the path a run would take; `Unreadable` for a file that could not be read.
+    pub fn reason_label(&self) -> &'static str {
+        match (self.reason, &self.plan, self.result) {
+            (Some(reason), _, _) => reason.as_str(),
+            (None, Some(plan), _) => plan.path.as_str(),
+            (None, None, Verdict::Invalid) => UNREADABLE,
+            (None, None, _) => "",
+        }
     }
 
     /// `namespace/name`, or `name`, or the document's place when it has no name.

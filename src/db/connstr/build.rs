@@ -7,7 +7,7 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
-use super::entry::{At, Entry, Key};
+use super::entry::{At, Entry, Key, invalid, non_empty, parse_bool};
 use super::settings::DEFAULT_PORT;
 use super::{
     ChannelBinding, ConnStrError, ConnectionSettings, Form, Password, RootCert, TargetSession,
@@ -211,26 +211,6 @@ fn check(s: &mut ConnectionSettings, extra: &Extra) -> Result<(), ConnStrError> 
         });
     }
     Ok(())
-}
-
-pub(super) fn invalid(entry: &Entry, expected: &'static str) -> ConnStrError {
-    ConnStrError::InvalidValue {
-        key: entry.key.name(),
-        at: entry.at.clone(),
-        expected,
-    }
-}
-
-pub(super) fn non_empty(v: &str) -> Option<String> {
-    (!v.is_empty()).then(|| v.to_owned())
-}
-
-pub(super) fn parse_bool(v: &str) -> Option<bool> {
-    match v.trim().to_ascii_lowercase().as_str() {
-        "true" | "yes" | "on" | "1" => Some(true),
-        "false" | "no" | "off" | "0" => Some(false),
-        _ => None,
-    }
 }
 
 /// Refuses a list of more than [`MAX_HOSTS`] hosts before anything is made of them.

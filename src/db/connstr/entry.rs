@@ -222,6 +222,29 @@ pub(super) fn split_host_ports(spec: &str) -> (Vec<String>, Vec<Option<String>>)
     (hosts, ports)
 }
 
+/// The error for `entry`'s value, which is not what its key takes (`expected`).
+pub(super) fn invalid(entry: &Entry, expected: &'static str) -> ConnStrError {
+    ConnStrError::InvalidValue {
+        key: entry.key.name(),
+        at: entry.at.clone(),
+        expected,
+    }
+}
+
+/// `v`, unless it is empty (an empty value leaves a setting unset).
+pub(super) fn non_empty(v: &str) -> Option<String> {
+    (!v.is_empty()).then(|| v.to_owned())
+}
+
+/// A boolean as libpq and Npgsql spell it (`true`, `yes`, `on`, `1` and their opposites).
+pub(super) fn parse_bool(v: &str) -> Option<bool> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "true" | "yes" | "on" | "1" => Some(true),
+        "false" | "no" | "off" | "0" => Some(false),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

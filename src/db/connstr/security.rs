@@ -1,8 +1,7 @@
 //! The TLS and authentication keys of a connection string: each honoured (read into the
 //! settings) or refused with [`ConnStrError::Unsupported`] saying why, never ignored.
 
-use super::build::{invalid, non_empty, parse_bool};
-use super::entry::{Entry, Key};
+use super::entry::{Entry, Key, invalid, non_empty, parse_bool};
 use super::{ChannelBinding, ConnStrError, ConnectionSettings, RootCert, TlsVersion};
 
 /// The TLS and authentication settings: each honoured, or refused naming why.

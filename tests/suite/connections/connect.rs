@@ -373,6 +373,9 @@ async fn a_session_knows_its_servers_version_from_its_setup_and_the_server_is_su
 
     assert_eq!(session.server_version_num().to_string(), shown);
     let table = boxtable_operator::ident::QualifiedName::parse(None, "outbox").unwrap();
-    boxtable_operator::migrate::server::check_supported(session.server_version_num(), &table)
-        .unwrap();
+    boxtable_operator::migrate::postgres_version::check_supported(
+        session.server_version_num(),
+        &table,
+    )
+    .unwrap();
 }

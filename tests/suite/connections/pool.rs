@@ -7,12 +7,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use boxtable_operator::converge::{ConvergeError, Target};
 use boxtable_operator::db::pool::{Closed, Opened, PoolEvents};
 use boxtable_operator::db::{Connection, PoolSettings, SessionKey, SessionPool};
 use boxtable_operator::migrate::runner::Withdrawal;
 use boxtable_operator::migrate::{Outcome, Plan, RunError};
-use boxtable_operator::pass::{self, DriftCheck};
+use boxtable_operator::pass::{self, DriftCheck, PassError, Target};
 use tokio_postgres::Client;
 use tokio_util::sync::CancellationToken;
 
@@ -87,7 +86,7 @@ fn target<'a>(connection: &'a Connection, app: &'a str) -> Target<'a> {
 }
 
 /// One migration of `plan` through the pool, with a gate that lets it through.
-async fn migrate(pool: &SessionPool, url: &str, plan: &Plan) -> Result<Outcome, ConvergeError> {
+async fn migrate(pool: &SessionPool, url: &str, plan: &Plan) -> Result<Outcome, PassError> {
     migrate_from(pool, url, plan, Some(SOURCE)).await
 }
 
@@ -97,7 +96,7 @@ async fn migrate_from(
     url: &str,
     plan: &Plan,
     source: Option<&str>,
-) -> Result<Outcome, ConvergeError> {
+) -> Result<Outcome, PassError> {
     let app = format!("boxtable-operator/test/{}", plan.table().table.as_str());
     let connection = Connection::parse(url).unwrap();
     pass::migrate(
@@ -250,8 +249,7 @@ async fn a_step_failing_under_the_lock_closes_the_session_and_leaves_no_advisory
     .await
     .unwrap_err();
     assert!(
-        matches!(error, ConvergeError::Run { .. })
-            && error.message().contains("step failure injected"),
+        matches!(error, PassError::Run { .. }) && error.message().contains("step failure injected"),
         "{}",
         error.message()
     );
@@ -297,7 +295,7 @@ async fn a_withdrawn_run_closes_its_session_and_leaves_no_advisory_lock() {
     assert!(
         matches!(
             error,
-            ConvergeError::Run {
+            PassError::Run {
                 source: RunError::Withdrawn { .. },
                 ..
             }

@@ -9,8 +9,8 @@ use boxtable_operator::crd::{
     SslCertModeParameter, SslModeParameter,
 };
 use boxtable_operator::db::{ConnectError, Session};
+use boxtable_operator::pass::source::{self, SourceError};
 use boxtable_operator::reason::Reason;
-use boxtable_operator::source::{self, SourceError};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 

@@ -5,7 +5,7 @@
 use boxtable_operator::controller::secrets::DatabaseSecret;
 use boxtable_operator::crd::{ConnectionKeys, DatabaseSpec, SecretKeyRef};
 use boxtable_operator::db::{Connection, ConnectionSettings, SessionKey, TlsFiles};
-use boxtable_operator::source;
+use boxtable_operator::pass::source;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use zeroize::Zeroizing;

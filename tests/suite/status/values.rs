@@ -31,7 +31,7 @@ impl SpecBuilder {
         self
     }
     fn plan(&self) -> Plan {
-        boxtable_operator::plan::plan(&self.0).unwrap()
+        boxtable_operator::pass::plan::plan(&self.0).unwrap()
     }
 }
 

@@ -1,18 +1,23 @@
-//! The try-lock and unlock statements, prepared once per session when it opens and reused by every
-//! run on it: each try and each release is then one Bind/Execute/Sync round trip with no Parse, as
-//! `pgbench -M prepared` sends them.
+//! PostgreSQL's session advisory lock statements, try-lock and unlock, prepared once per session
+//! when it opens and reused by every run on it: each try and each release is then one
+//! Bind/Execute/Sync round trip with no Parse, as `pgbench -M prepared` sends them. Which lock
+//! (Brighter's key derivation), how long to try and who holds it are `crate::lock`'s business;
+//! the session only carries the two statements.
 
 use tokio_postgres::types::Type;
 use tokio_postgres::{Client, Statement};
 
-use super::{TRY_LOCK_SQL, UNLOCK_SQL};
+/// Takes the lock without waiting; `NULL` is reported as `None`.
+pub const TRY_LOCK_SQL: &str = "SELECT pg_try_advisory_lock($1::int8)";
+/// Releases one level of the session lock; `false` means the session did not hold it.
+pub const UNLOCK_SQL: &str = "SELECT pg_advisory_unlock($1::int8)";
 
 /// [`TRY_LOCK_SQL`] and [`UNLOCK_SQL`] prepared on one session, the key bound as `int8`.
 ///
 /// A prepared statement lives on the backend that parsed it, so these are only valid on the
 /// session that prepared them. Behind a transaction-mode pooler a later execution can reach a
-/// backend that never saw them; the server then answers SQLSTATE `26000`, which [`super::acquire`]
-/// and [`super::release`] report as a pooler ([`super::LockError::StatementsMissing`]).
+/// backend that never saw them; the server then answers SQLSTATE `26000`, which the lock's acquire
+/// and release report as a pooler (`crate::lock::LockError::StatementsMissing`).
 #[derive(Debug, Clone)]
 pub struct LockStatements {
     try_lock: Statement,
@@ -22,7 +27,7 @@ pub struct LockStatements {
 impl LockStatements {
     /// Prepares both statements. The two requests are sent together and wait on one round trip
     /// between them; polled together with other requests on the same client (as
-    /// [`crate::db::Session`] does with its setup query), they share that round trip too.
+    /// [`super::Session`] does with its setup query), they share that round trip too.
     ///
     /// # Errors
     /// The driver error when either statement could not be prepared.
