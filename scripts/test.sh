@@ -52,10 +52,10 @@ fi
 
 # The integration tests are one binary (tests/suite), whose modules run side by side. These few
 # change what every other test shares, so they run after the rest, one at a time:
-# - soak::, several operator replicas for SOAK_SECONDS, electing a leader through the same Lease
-#   in boxtable-system as e2e_shutdown's leader;
-# - e2e_api_restart::, which kills the one kube-apiserver every Kubernetes test talks to;
-# - one controller_deletion test, which takes a validation rule out of the cluster-wide CRD for a
+# - soak::processes::, several operator replicas for SOAK_SECONDS, electing a leader through the same Lease
+#   in boxtable-system as resilience::shutdown's leader;
+# - resilience::api_restart::, which kills the one kube-apiserver every Kubernetes test talks to;
+# - one deletion::controller test, which takes a validation rule out of the cluster-wide CRD for a
 #   while (the schema tests would see it missing);
 # - the telemetry test of boxtable_lock_held, a gauge of the whole process that every test holding
 #   an advisory lock in this binary moves.
