@@ -301,7 +301,7 @@ pub async fn run(
                 if unknown && let Some(namespace) = &ns {
                     orphans.check(namespace, &name);
                 }
-                boxtables
+                let readers: Vec<_> = boxtables
                     .into_iter()
                     .filter(|bt| {
                         bt.namespace() == ns
@@ -309,8 +309,20 @@ pub async fn run(
                                 || (held.contains(bt.uid().as_deref().unwrap_or_default())
                                     && !secret_guard::keeps(bt, &name)))
                     })
-                    .inspect(|bt| secret_schedule.secret_changed(&bt.uid().unwrap_or_default()))
-                    .map(|bt| ObjectRef::from_obj(&*bt))
+                    .collect();
+                if !readers.is_empty() {
+                    let seen = secret_schedule.secret_seen(
+                        ns.as_deref().unwrap_or_default(),
+                        &name,
+                        secret.resource_version().as_deref().unwrap_or_default(),
+                    );
+                    for bt in &readers {
+                        secret_schedule.secret_changed(&bt.uid().unwrap_or_default(), seen);
+                    }
+                }
+                readers
+                    .iter()
+                    .map(|bt| ObjectRef::from_obj(&**bt))
                     .collect::<Vec<_>>()
             })
             // No limit here: every pass takes one of `workers` first, which limits them in all

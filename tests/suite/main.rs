@@ -26,6 +26,7 @@ mod controller_fairness;
 mod controller_memory;
 mod controller_pending;
 mod controller_real_server;
+mod controller_resync;
 mod controller_secret_guard;
 mod controller_secrets;
 mod controller_sessions;
