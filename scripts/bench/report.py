@@ -173,31 +173,70 @@ def item5():
 
 
 def item6():
-    d = load("6-scale.json")
-    if not d:
+    for name, where in (("6-scale.json", "operator as a process"),
+                        ("6-scale-pod.json", "operator as a Pod of dist/install.yaml on the node")):
+        d = load(name)
+        if d:
+            item6_rows(d, where)
+
+
+def new_rows(d, key, what):
+    n = d.get(key)
+    if not n:
         return
+    ok = n["p50"] < 0.5 and n["max"] < 2
+    row("6", f"… {n['count']} new BoxTables one by one, {n['gap_seconds']:g} s apart, {what}: POST → Ready "
+        f"p50 / p95 / max", f"{n['p50']:.2f} / {n['p95']:.2f} / {n['max']:.2f} s", "", "",
+        "p50 < 0.5 s, max < 2 s", verdict(ok))
+
+
+def item6_rows(d, where):
     n = d["count"]
     setup = (f"{d['secrets']} unrelated Secrets × {d['secret_kib']} KiB in the cluster; "
              f"POSTs took {d['boxtables_post_seconds']:.1f} s")
-    row("6", f"{n} BoxTables over {d['schemas']} schemas, one database, real kube-apiserver: POSTed → all "
-        f"Ready ({setup})", f"{d['converge_seconds']:.1f} s", "", "", "< 60 s", verdict(d["converge_seconds"] < 60))
+    row("6", f"{n} BoxTables over {d['schemas']} schemas, one database, real kube-apiserver, {where}: POSTed → "
+        f"all Ready ({setup})", f"{d['converge_seconds']:.1f} s", "", "", "< 60 s", verdict(d["converge_seconds"] < 60))
     if "ready_at_last_post" in d:
         row("6", "… Ready when the last POST returned", f"{d['ready_at_last_post']}", "", "", "report", "reported")
     mib = d["peak_rss_kib"] / 1024
     row("6", "… operator peak RSS (VmHWM)", f"{mib:.1f} MiB", "", "", "< 64 MiB", verdict(mib < 64))
+    fig = d.get("converge_figures") or {}
+    if "cgroup_peak_bytes" in fig:
+        restarts = sum(c for pod in fig["restarts"].values() for c, _ in pod)
+        row("6", "… leader container's memory cgroup peak / shipped limit; failcnt, OOM kills, restarts",
+            f"{fig['cgroup_peak_bytes'] / 2**20:.1f} / {fig['cgroup_limit_bytes'] / 2**20:.0f} MiB; "
+            f"{fig['cgroup_failcnt']}, {fig['oom_kills']}, {restarts}", "", "", "under the limit; 0 OOM kills, 0 restarts",
+            verdict(fig["cgroup_peak_bytes"] <= fig["cgroup_limit_bytes"] and fig["oom_kills"] == 0 and restarts == 0))
+    if "operator_cpu_ms_per_boxtable" in d:
+        row("6", "… operator CPU per BoxTable" + (" (leader's cgroup, cpuacct.usage)" if "leader_cpu_seconds" in fig
+                                                  else " (/proc)"),
+            f"{d['operator_cpu_ms_per_boxtable']:.2f} ms", "", "", "≤ 2 ms", verdict(d["operator_cpu_ms_per_boxtable"] <= 2))
     row("6", "… operator API requests per BoxTable (audit log)", f"{d['requests_per_boxtable']:.2f}", "", "",
         "report", "reported")
     metric = d.get("sessions_metric")
     row("6", "… database sessions opened (pg_stat_database.sessions)", f"{d['sessions_opened']}",
         "" if metric is None else f"{metric:.0f} (operator's own metric)", "", "report", "reported")
+    new_rows(d, "new_while_resyncing", "in the Ready fleet while it resyncs at its interval")
     if "resync_seconds" in d:
-        row("6", f"no-op resync of all {n} (operator restart: list + one pass each), process start → "
+        row("6", f"no-op resync of all {n} (operator restart: list + one pass each), start → "
             f"{d['resync_passes']:.0f} passes", f"{d['resync_seconds']:.1f} s", "", "", "report", "reported")
         row("6", "… status writes during the resync (audit log)", f"{d['resync_status_writes']}", "", "", "0",
             verdict(d["resync_status_writes"] == 0))
         row("6", "… API requests / sessions opened / peak RSS during the resync",
             f"{d['resync_requests']} / {d['resync_sessions_opened']} / {d['resync_peak_rss_kib'] / 1024:.1f} MiB",
-            "", "", "report", "reported")
+            "", "", "peak RSS < 64 MiB", verdict(d["resync_peak_rss_kib"] / 1024 < 64))
+        rate = d.get("resync_request_rate")
+        if rate:
+            row("6", "… operator API requests during the resync: peak per second / per 10 s",
+                f"{rate['peak_per_second']} / {rate['peak_per_10s']}", "", "", "report", "reported")
+        rfig = d.get("resync_figures") or {}
+        if "cgroup_peak_bytes" in rfig:
+            restarts = sum(c for pod in rfig["restarts"].values() for c, _ in pod)
+            row("6", "… resync: leader's memory cgroup peak / limit; OOM kills, restarts",
+                f"{rfig['cgroup_peak_bytes'] / 2**20:.1f} / {rfig['cgroup_limit_bytes'] / 2**20:.0f} MiB; "
+                f"{rfig['oom_kills']}, {restarts}", "", "", "0 OOM kills, 0 restarts",
+                verdict(rfig["oom_kills"] == 0 and restarts == 0))
+        new_rows(d, "new_after_restart", "right after an operator restart")
 
 
 def item7():
@@ -239,8 +278,7 @@ for label, title in (("ours-noop", "Item 5, `boxtable-operator migrate` on an up
             print(f"  - `{' '.join(sql.split())[:160]}`")
 for note in NOTES:
     print(f"\n{note}")
-scale = load("6-scale.json")
-if scale:
+for scale in filter(None, (load("6-scale.json"), load("6-scale-pod.json"))):
     print(f"\nItem 6, the operator's requests while converging (audit log, by verb and resource): "
           f"{json.dumps(scale['operator_requests_by_verb'], sort_keys=True)}")
     if "resync_requests_by_verb" in scale:

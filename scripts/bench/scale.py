@@ -20,11 +20,25 @@ Convergence:
    pg_stat_database.sessions the sessions opened on the database (read after the operator has
    exited, when every session's counters are flushed).
 
+New BoxTables in the fleet (--new, default 0 = skipped):
+5. With the fleet Ready and the operator resyncing at its interval, --new BoxTables are created one
+   by one, --new-gap seconds apart (POST -> Ready seen by a watch, p50/p95/max).
+
 No-op resync:
-5. Starts the operator again: every BoxTable is new to it, so it makes one pass over each (a drift
-   check that finds the table up to date). Measured from process start (so the initial list and
-   watch are included) until boxtable_reconciles_total counts --count passes, with the requests,
-   status writes (must be 0), sessions and VmHWM of that process.
+6. Starts the operator again: every BoxTable is new to it, so it owes each one pass (a drift
+   check that finds the table up to date), spread over the resync interval for those already
+   current. Measured from process start (so the initial list and watch are included) until
+   boxtable_reconciles_total counts --count passes, with the requests (and their peak rate per
+   second and per 10 s, from the audit log's timestamps), status writes (must be 0), sessions and
+   peak memory of that process. With --new, as many new BoxTables are created the same way right
+   after the restart (the operator Ready), while the resync runs.
+
+--pod runs the operator as the Pods of the Deployment --deployment in --pod-namespace (installed
+with 0 replicas; scaled to --replicas to start, to 0 to stop) on the node of scripts/node.sh, and
+reads the leader's memory and CPU from its container's cgroups (v1) on this host: peak memory
+(memory.max_usage_in_bytes) against the limit (memory.limit_in_bytes), memory.failcnt, OOM kills
+(memory.oom_control of the Pod's cgroup) and the containers' restarts; its /metrics through the API
+server's Pod proxy.
 """
 import argparse
 import base64
@@ -286,6 +300,114 @@ def status_writes(by):
 RUNNING = []
 
 
+def percentile(values, q):
+    """The q-th percentile (0..100) by nearest rank."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered) + 0.5) - 1))]
+
+
+def audit_rates(args, start, end):
+    """The operator's peak requests per second and per 10 s between two offsets of the audit log
+    (by requestReceivedTimestamp), and how many seconds they spread over."""
+    per_second = {}
+    with open(args.audit_log, "rb") as f:
+        f.seek(start)
+        data = f.read(end - start)
+    for line in data.splitlines():
+        try:
+            e = json.loads(line)
+        except ValueError:
+            continue
+        if (e.get("user") or {}).get("username") != args.operator_user or e.get("stage") != "ResponseComplete":
+            continue
+        second = (e.get("requestReceivedTimestamp") or "")[:19]
+        per_second[second] = per_second.get(second, 0) + 1
+    if not per_second:
+        return {"peak_per_second": 0, "peak_per_10s": 0, "seconds": 0}
+    counts = [per_second[k] for k in sorted(per_second)]
+    import datetime
+    stamps = sorted(datetime.datetime.fromisoformat(k) for k in per_second)
+    by_ten = {}
+    for k, n in per_second.items():
+        t = int(datetime.datetime.fromisoformat(k).timestamp()) // 10
+        by_ten[t] = by_ten.get(t, 0) + n
+    return {"peak_per_second": max(counts), "peak_per_10s": max(by_ten.values()),
+            "seconds": (stamps[-1] - stamps[0]).total_seconds() + 1}
+
+
+class FirstReady(threading.Thread):
+    """Watches BoxTables in `bench` from resourceVersion `rv` and records when each named one is
+    first seen Ready."""
+
+    def __init__(self, args, rv):
+        super().__init__(daemon=True)
+        self.args, self.rv = args, rv
+        self.ready_at = {}
+        self.stop = threading.Event()
+        self.error = None
+
+    def run(self):
+        try:
+            api = Api(self.args, timeout=3600)
+            api.connect()
+            api.conn.request("GET", f"{BOXTABLES}?watch=1&resourceVersion={self.rv}&timeoutSeconds=3600",
+                             headers={"Accept": "application/json"})
+            resp = api.conn.getresponse()
+            buf = b""
+            while not self.stop.is_set():
+                chunk = resp.read1(1 << 16)
+                if not chunk:
+                    raise RuntimeError("watch closed by the server")
+                buf += chunk
+                *lines, buf = buf.split(b"\n")
+                now = time.monotonic()
+                for line in lines:
+                    if line.strip():
+                        obj = json.loads(line)["object"]
+                        name = obj["metadata"]["name"]
+                        if name not in self.ready_at and is_ready(obj):
+                            self.ready_at[name] = now
+        except Exception as e:  # reported by the caller
+            self.error = e
+
+
+def new_boxtables(args, api, prefix, count):
+    """Creates `count` BoxTables one by one, --new-gap seconds apart, and returns the seconds from
+    each POST to its Ready (as a watch sees it); fails after --timeout."""
+    status, body = api.call("GET", f"{BOXTABLES}?limit=1")
+    expect(status, body, (200,), "listing boxtables")
+    watch = FirstReady(args, json.loads(body)["metadata"]["resourceVersion"])
+    watch.start()
+    posted = {}
+    first = time.monotonic()
+    for i in range(count):
+        time.sleep(max(0.0, first + i * args.new_gap - time.monotonic()))
+        schema = f"s{i % args.schemas + 1:04d}"
+        name = f"{schema}-{prefix}{i:03d}"
+        bt = json.dumps({
+            "apiVersion": "brighter.dev/v1alpha1", "kind": "BoxTable",
+            "metadata": {"name": name, "namespace": "bench"},
+            "spec": {"box": "Outbox", "schema": schema, "table": f"{prefix}{i:03d}",
+                     "database": {"secretRef": {"name": "bench-db", "key": "connectionString"}}},
+        }).encode()
+        posted[name] = time.monotonic()
+        status, payload = api.call("POST", BOXTABLES, bt)
+        expect(status, payload, (201,), f"POST {name}")
+    deadline = time.monotonic() + args.timeout
+    while len(watch.ready_at) < count and time.monotonic() < deadline and watch.error is None:
+        time.sleep(0.1)
+    watch.stop.set()
+    if watch.error:
+        sys.exit(f"scale: {watch.error}")
+    if len(watch.ready_at) < count:
+        sys.exit(f"scale: only {len(watch.ready_at)}/{count} new BoxTables Ready after {args.timeout:.0f}s")
+    waits = [watch.ready_at[n] - posted[n] for n in posted]
+    return {"count": count, "gap_seconds": args.new_gap, "p50": percentile(waits, 50),
+            "p95": percentile(waits, 95), "max": max(waits), "first_ten": [round(w, 2) for w in waits[:10]]}
+
+
 class Operator:
     """The operator as a child process in its own process group (stopped on any exit)."""
 
@@ -311,6 +433,16 @@ class Operator:
             time.sleep(0.1)
         sys.exit("scale: the operator never became ready")
 
+    def alive(self):
+        return self.proc.poll() is None
+
+    def metrics(self):
+        return metrics(self.args.metrics)
+
+    def figures(self):
+        """Peak memory (KiB) and what else this process reports about itself."""
+        return {"peak_rss_kib": vm_hwm_kib(self.proc.pid)}
+
     def stop(self):
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGTERM)
@@ -320,6 +452,139 @@ class Operator:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
         self.log.close()
+
+
+class PodOperator:
+    """The operator as the Pods of a Deployment on the node: started by scaling it to
+    --replicas, stopped by scaling it to 0; the leader (the Lease's holder) is the one measured."""
+
+    def __init__(self, args, log):
+        self.args, self.log = args, log
+        self.api = Api(args)
+        self.started = time.monotonic()
+        self.leader = None
+        self.kubectl("scale", f"deployment/{args.deployment}", f"--replicas={args.replicas}")
+
+    def kubectl(self, *argv, json_out=False):
+        cmd = [self.args.kubectl, "--kubeconfig", self.args.kubeconfig, "-n", self.args.pod_namespace, *argv]
+        if json_out:
+            cmd += ["-o", "json"]
+        out = subprocess.run(cmd, capture_output=True, text=True)
+        if out.returncode != 0:
+            sys.exit(f"scale: {' '.join(argv)}: {out.stderr.strip()}")
+        return json.loads(out.stdout) if json_out else out.stdout
+
+    def pods(self):
+        return [p for p in self.kubectl("get", "pods", "-l", self.args.pod_selector, json_out=True)["items"]
+                if not p["metadata"].get("deletionTimestamp")]
+
+    def holder(self):
+        spec = self.kubectl("get", "lease", self.args.deployment, json_out=True).get("spec") or {}
+        return spec.get("holderIdentity") or ""
+
+    def wait_ready(self, timeout):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            pods = self.pods()
+            ready = [p for p in pods if any(c.get("type") == "Ready" and c.get("status") == "True"
+                                             for c in (p.get("status") or {}).get("conditions") or [])]
+            holder = self.holder() if len(ready) == self.args.replicas else ""
+            leader = next((p for p in ready if p["metadata"]["name"] == holder), None)
+            if leader is not None:
+                self.leader = leader
+                status, _ = self.proxy("readyz")
+                if status == 200:
+                    self.pid = self.find_pid(leader["metadata"]["uid"])
+                    self.cgroups = {c: cgroup_dir(self.pid, c) for c in ("memory", "cpuacct")}
+                    self.cpu_start = self.cpu_seconds()
+                    return time.monotonic() - self.started
+            time.sleep(0.2)
+        sys.exit("scale: the operator's Pods never became ready with a leader")
+
+    def proxy(self, path):
+        name = self.leader["metadata"]["name"]
+        try:
+            return self.api.call("GET", f"/api/v1/namespaces/{self.args.pod_namespace}/pods/{name}:8080/proxy/{path}")
+        except OSError:
+            return 0, b""
+
+    @staticmethod
+    def find_pid(uid):
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    cmdline = f.read()
+                with open(f"/proc/{pid}/cgroup", encoding="ascii") as f:
+                    cgroup = f.read()
+            except OSError:
+                continue
+            if cmdline.startswith(b"/boxtable-operator\0") and f"pod{uid}" in cgroup:
+                return int(pid)
+        sys.exit(f"scale: no operator process in Pod {uid} on this host")
+
+    def alive(self):
+        return True
+
+    def mark(self):
+        """Starts the count of the leader's CPU time from now."""
+        self.cpu_start = self.cpu_seconds()
+
+    def metrics(self):
+        status, body = self.proxy("metrics")
+        return body.decode() if status == 200 else ""
+
+    def cpu_seconds(self):
+        return read_int(os.path.join(self.cgroups["cpuacct"], "cpuacct.usage")) / 1e9
+
+    def figures(self):
+        memory = self.cgroups["memory"]
+        oom = {}
+        with open(os.path.join(os.path.dirname(memory), "memory.oom_control"), encoding="ascii") as f:
+            for line in f:
+                key, value = line.split()
+                oom[key] = int(value)
+        restarts = {p["metadata"]["name"]: [(c.get("restartCount", 0),
+                                             ((c.get("lastState") or {}).get("terminated") or {}).get("reason"))
+                                            for c in (p.get("status") or {}).get("containerStatuses") or []]
+                    for p in self.pods()}
+        return {
+            "peak_rss_kib": vm_hwm_kib(self.pid),
+            "cgroup_peak_bytes": read_int(os.path.join(memory, "memory.max_usage_in_bytes")),
+            "cgroup_limit_bytes": read_int(os.path.join(memory, "memory.limit_in_bytes")),
+            "cgroup_failcnt": read_int(os.path.join(memory, "memory.failcnt")),
+            "oom_kills": oom.get("oom_kill", 0),
+            "restarts": restarts,
+            "leader_cpu_seconds": round(self.cpu_seconds() - self.cpu_start, 2),
+        }
+
+    def stop(self):
+        self.kubectl("scale", f"deployment/{self.args.deployment}", "--replicas=0")
+        deadline = time.monotonic() + 120
+        while self.pods_left() and time.monotonic() < deadline:
+            time.sleep(0.5)
+
+    def pods_left(self):
+        return self.kubectl("get", "pods", "-l", self.args.pod_selector, json_out=True)["items"]
+
+
+def read_int(path):
+    with open(path, encoding="ascii") as f:
+        return int(f.read().strip())
+
+
+def cgroup_dir(pid, controller):
+    """The directory of process pid's cgroup (v1) of `controller`, as this host sees it."""
+    with open(f"/proc/{pid}/cgroup", encoding="ascii") as f:
+        for line in f:
+            _, controllers, path = line.rstrip("\n").split(":", 2)
+            if controller in controllers.split(","):
+                mount = next(m for m in os.listdir("/sys/fs/cgroup") if controller in m.split(","))
+                return os.path.join("/sys/fs/cgroup", mount, path.lstrip("/"))
+    sys.exit(f"scale: process {pid} is in no {controller} cgroup")
+
+
+def start_operator(args, log):
+    return PodOperator(args, log) if args.pod else Operator(args, log)
 
 
 def stop_running():
@@ -340,9 +605,20 @@ def install_signal_handlers():
 
 def main():
     ap = argparse.ArgumentParser()
-    for a in ("server", "ca", "cert", "key", "audit-log", "operator-user", "operator-cmd", "metrics",
+    for a in ("server", "ca", "cert", "key", "audit-log", "operator-user",
               "database-url", "psql", "admin-url", "database", "json", "workdir"):
         ap.add_argument("--" + a, required=True)
+    ap.add_argument("--operator-cmd")
+    ap.add_argument("--metrics")
+    ap.add_argument("--pod", action="store_true")
+    ap.add_argument("--kubectl")
+    ap.add_argument("--kubeconfig")
+    ap.add_argument("--pod-namespace", default="boxtable-system")
+    ap.add_argument("--deployment", default="boxtable-operator")
+    ap.add_argument("--pod-selector", default="app.kubernetes.io/name=boxtable-operator")
+    ap.add_argument("--replicas", type=int, default=2)
+    ap.add_argument("--new", type=int, default=0)
+    ap.add_argument("--new-gap", type=float, default=1.0)
     ap.add_argument("--count", type=int, default=10000)
     ap.add_argument("--schemas", type=int, default=1000)
     ap.add_argument("--secrets", type=int, default=2000)
@@ -369,7 +645,7 @@ def main():
 
     # ---- convergence
     sessions_before = sessions(args)
-    op = Operator(args, os.path.join(args.workdir, "operator-1.log"))
+    op = start_operator(args, os.path.join(args.workdir, "operator-1.log"))
     out["operator_ready_seconds"] = op.wait_ready(120)
     status, body = api.call("GET", f"{BOXTABLES}?limit=1")
     expect(status, body, (200,), "listing boxtables")
@@ -379,6 +655,8 @@ def main():
     bodies = [boxtable(i, args.schemas) for i in range(args.count)]
     audit_start = audit_size(args)
     cpu_start = cpu_seconds()
+    if hasattr(op, "mark"):
+        op.mark()
     started = time.monotonic()
     out["boxtables_post_seconds"] = post_all(args, BOXTABLES, bodies, args.threads)
     sys.stderr.write(f"  {args.count} BoxTables POSTed in {out['boxtables_post_seconds']:.1f}s\n")
@@ -393,13 +671,21 @@ def main():
     out["cpu_seconds"] = cpu_between(cpu_start, cpu_seconds())
     out["ready_at_last_post"] = next((n for t, n in reversed(watch.progress)
                                       if t <= started + out["boxtables_post_seconds"]), 0)
-    out["peak_rss_kib"] = vm_hwm_kib(op.proc.pid)
-    text = metrics(args.metrics)
+    text = op.metrics()
+    figures = op.figures()
+    out["peak_rss_kib"] = figures.pop("peak_rss_kib")
+    out["converge_figures"] = figures
+    out["operator_cpu_ms_per_boxtable"] = (
+        figures["leader_cpu_seconds"] if "leader_cpu_seconds" in figures
+        else out["cpu_seconds"].get("boxtable-operator", 0)) * 1000 / args.count
     out["sessions_metric"] = sessions_metric(text)
     out["reconciles"] = metric_sum(text, "boxtable_reconciles_total")
     audit_end = audit_size(args)
     out["watch_events"] = watch.events
     out["progress"] = [(round(t - started, 1), n) for t, n in watch.progress[:: max(1, len(watch.progress) // 30)]]
+    if args.new:
+        out["new_while_resyncing"] = new_boxtables(args, api, "n", args.new)
+        sys.stderr.write(f"  {args.new} new BoxTables in the resyncing fleet: {json.dumps(out['new_while_resyncing'])}\n")
     op.stop()
     by = audit_between(args, audit_start, audit_end)
     out["operator_requests_by_verb"] = by
@@ -411,40 +697,55 @@ def main():
         f"  {args.count} BoxTables Ready in {out['converge_seconds']:.1f}s, peak RSS {out['peak_rss_kib'] / 1024:.1f} MiB, "
         f"{out['requests_per_boxtable']:.2f} requests/BoxTable, {out['sessions_opened']} sessions opened\n"
         f"  CPU seconds while converging, by program: {json.dumps(out['cpu_seconds'])}\n"
+        f"  operator: {out['operator_cpu_ms_per_boxtable']:.2f} ms CPU per BoxTable; {json.dumps(out['converge_figures'])}\n"
         f"  by verb: {json.dumps(by, sort_keys=True)}\n")
 
     # ---- no-op resync: a restart, so every object gets one pass
     sessions_before = sessions(args)
     audit_start = audit_size(args)
-    op = Operator(args, os.path.join(args.workdir, "operator-2.log"))
+    op = start_operator(args, os.path.join(args.workdir, "operator-2.log"))
     out["resync_ready_seconds"] = op.wait_ready(120)
+    resync_new = None
+    if args.new:
+        creating = concurrent.futures.ThreadPoolExecutor(1)
+        resync_new = creating.submit(new_boxtables, args, Api(args), "r", args.new)
     deadline = time.monotonic() + args.timeout
+    timeline = []
     while True:
-        text = metrics(args.metrics)
-        passes = metric_sum(text, "boxtable_reconciles_total")
+        text = op.metrics()
+        passes = metric_sum(text, "boxtable_reconciles_total") - (args.new if args.new else 0)
+        timeline.append((round(time.monotonic() - op.started, 1), passes))
         if passes >= args.count:
             break
-        if time.monotonic() > deadline or op.proc.poll() is not None:
+        if time.monotonic() > deadline or not op.alive():
             op.stop()
             sys.exit(f"scale: the resync made only {passes:.0f}/{args.count} passes")
-        time.sleep(0.25)
+        time.sleep(0.25 if not args.pod else 1)
     out["resync_seconds"] = time.monotonic() - op.started
+    out["resync_timeline"] = timeline[:: max(1, len(timeline) // 30)]
+    if resync_new is not None:
+        out["new_after_restart"] = resync_new.result()
+        sys.stderr.write(f"  {args.new} new BoxTables right after the restart: {json.dumps(out['new_after_restart'])}\n")
     out["resync_passes"] = passes
     out["resync_results"] = {k: metric_sum(text, "boxtable_reconciles_total", f'result="{k}"')
                              for k in ("success", "retry", "stalled")}
-    out["resync_peak_rss_kib"] = vm_hwm_kib(op.proc.pid)
+    figures = op.figures()
+    out["resync_peak_rss_kib"] = figures.pop("peak_rss_kib")
+    out["resync_figures"] = figures
     out["resync_sessions_metric"] = sessions_metric(text)
     audit_end = audit_size(args)
     op.stop()
     by = audit_between(args, audit_start, audit_end)
     out["resync_requests_by_verb"] = by
     out["resync_requests"] = sum(by.values())
+    out["resync_request_rate"] = audit_rates(args, audit_start, audit_end)
     out["resync_status_writes"] = status_writes(by)
     out["resync_sessions_opened"] = sessions(args) - sessions_before
     sys.stderr.write(
         f"  no-op resync (restart): {passes:.0f} passes in {out['resync_seconds']:.1f}s from process start, "
         f"{out['resync_status_writes']} status writes, {out['resync_sessions_opened']} sessions, "
-        f"peak RSS {out['resync_peak_rss_kib'] / 1024:.1f} MiB\n  by verb: {json.dumps(by, sort_keys=True)}\n")
+        f"peak RSS {out['resync_peak_rss_kib'] / 1024:.1f} MiB, requests {json.dumps(out['resync_request_rate'])}\n"
+        f"  {json.dumps(out['resync_figures'])}\n  by verb: {json.dumps(by, sort_keys=True)}\n")
     with open(args.json, "w", encoding="utf-8") as f:
         json.dump(out, f, indent=1)
 

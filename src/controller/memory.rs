@@ -161,6 +161,8 @@ impl Memory {
             .collect();
         self.secrets
             .retain(|ns, name| referenced.contains(&(ns.to_owned(), name.to_owned())));
+        self.schedule
+            .retain_secrets(|ns, name| referenced.contains(&(ns.to_owned(), name.to_owned())));
     }
 
     /// Sweeps every [`SWEEP_EVERY`] until `stop` fires.

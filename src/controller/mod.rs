@@ -423,7 +423,7 @@ impl SecretMapper {
         if unknown && let Some(namespace) = &ns {
             self.orphans.check(namespace, &name);
         }
-        boxtables
+        let readers: Vec<_> = boxtables
             .into_iter()
             .filter(|bt| {
                 bt.namespace() == ns
@@ -431,8 +431,21 @@ impl SecretMapper {
                         || (held.contains(bt.uid().as_deref().unwrap_or_default())
                             && !secret_guard::keeps(bt, &name)))
             })
-            .inspect(|bt| self.schedule.secret_changed(&bt.uid().unwrap_or_default()))
-            .map(|bt| ObjectRef::from_obj(&*bt))
+            .collect();
+        if !readers.is_empty() {
+            let seen = self.schedule.secret_seen(
+                ns.as_deref().unwrap_or_default(),
+                &name,
+                secret.resource_version().as_deref().unwrap_or_default(),
+            );
+            for bt in &readers {
+                self.schedule
+                    .secret_changed(&bt.uid().unwrap_or_default(), seen);
+            }
+        }
+        readers
+            .iter()
+            .map(|bt| ObjectRef::from_obj(&**bt))
             .collect()
     }
 }

@@ -56,8 +56,8 @@ pub async fn reconcile(bt: Arc<BoxTable>, ctx: Arc<Context>) -> Result<Action, R
     }
     let boxtable = boxtable_field(&bt);
     let trigger = Trigger::of(&bt);
-    if let Some(wait) = ctx.schedule.not_due(&uid, &trigger) {
-        tracing::debug!(boxtable = %boxtable, due_in = ?wait, "not due: no spec, deletion, consent, request or secret change since the last pass");
+    if let Some(wait) = ctx.schedule.not_due_spread(&uid, &bt, &trigger, ctx.resync) {
+        tracing::debug!(boxtable = %boxtable, due_in = ?wait, "not due: current, or no spec, deletion, consent, request or secret change since the last pass");
         return Ok(Action::requeue(wait));
     }
     if ctx.schedule.newly_requested(&uid, &trigger) {
