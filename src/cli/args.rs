@@ -168,8 +168,10 @@ pub enum OutputArg {
 /// A command-line value that may hold a password: `Debug` shows `***`, and it is zeroed when
 /// dropped.
 #[derive(Clone)]
+#[cfg_attr(not(feature = "manifests"), allow(dead_code))]
 pub struct SecretArg(Zeroizing<String>);
 
+#[cfg_attr(not(feature = "manifests"), allow(dead_code))]
 impl SecretArg {
     /// The value itself, for the code that uses it (never for printing).
     pub fn expose(&self) -> &str {
