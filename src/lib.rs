@@ -11,6 +11,7 @@ pub mod db;
 pub mod duration;
 pub mod ident;
 pub mod lock;
+#[cfg(feature = "manifests")]
 pub mod manifests;
 pub mod migrate;
 pub mod pass;

@@ -25,13 +25,19 @@ fn main() -> ExitCode {
             };
         }
     };
+    if let Some(missing) = cli::features::Features::BUILT.missing(cli.command.as_ref()) {
+        cli::output::note!("{missing}");
+        return ExitCode::FAILURE;
+    }
     match cli.command {
         Some(Command::Key(args)) => cli::key::execute(&args),
         Some(Command::Crd) => cli::crd::execute(),
+        #[cfg(feature = "manifests")]
         Some(Command::Migrate(args)) => block_on(
             tokio::runtime::Builder::new_current_thread(),
             cli::migrate::execute(args),
         ),
+        #[cfg(feature = "manifests")]
         Some(Command::Plan(mut args)) => {
             args.dry_run = true;
             block_on(
@@ -39,6 +45,9 @@ fn main() -> ExitCode {
                 cli::migrate::execute(args),
             )
         }
+        // Refused above, naming the feature.
+        #[cfg(not(feature = "manifests"))]
+        Some(Command::Migrate(_) | Command::Plan(_)) => ExitCode::FAILURE,
         Some(Command::Run(args)) => block_on(
             tokio::runtime::Builder::new_multi_thread(),
             cli::run::execute(args),

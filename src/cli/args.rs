@@ -28,6 +28,7 @@ pub enum Command {
     /// Apply BoxTable manifests straight to a database, without a cluster, checked as strictly
     /// as kubectl and the CRD check them. Prints a summary; exit code 0 when every table is at
     /// its target, 2 when changes are pending (a plan, or a suspended table), 1 on any error.
+    /// Needs the cargo feature `manifests` (in the default build and the image).
     Migrate(MigrateArgs),
     /// `migrate --dry-run`: print what each run would do and the exact statements it would send.
     Plan(MigrateArgs),
@@ -77,7 +78,8 @@ pub struct RunArgs {
     #[arg(long, value_enum, default_value_t = LogFormatArg::Text)]
     pub log_format: LogFormatArg,
     /// Export a trace of each reconcile pass over OTLP (HTTP, protobuf) to this collector base
-    /// URL, e.g. http://otel-collector:4318 (spans go to /v1/traces); off when unset.
+    /// URL, e.g. http://otel-collector:4318 (spans go to /v1/traces); off when unset. Needs the
+    /// cargo feature `otlp` (in the default build and the image).
     #[arg(long, value_name = "URL")]
     pub otlp_endpoint: Option<String>,
     /// Watch and read only the Secrets matching this label selector (e.g.
@@ -166,8 +168,10 @@ pub enum OutputArg {
 /// A command-line value that may hold a password: `Debug` shows `***`, and it is zeroed when
 /// dropped.
 #[derive(Clone)]
+#[cfg_attr(not(feature = "manifests"), allow(dead_code))]
 pub struct SecretArg(Zeroizing<String>);
 
+#[cfg_attr(not(feature = "manifests"), allow(dead_code))]
 impl SecretArg {
     /// The value itself, for the code that uses it (never for printing).
     pub fn expose(&self) -> &str {

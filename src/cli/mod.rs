@@ -4,7 +4,9 @@
 
 pub mod args;
 pub mod crd;
+pub mod features;
 pub mod key;
+#[cfg(feature = "manifests")]
 pub mod migrate;
 pub mod output;
 pub mod run;
@@ -17,6 +19,7 @@ use args::LogFormatArg;
 use output::note;
 
 /// Starts logging in `format`; on failure prints why and returns false.
+#[cfg(feature = "manifests")]
 pub fn init_logging(format: LogFormatArg) -> bool {
     init_logging_with(format, None)
 }

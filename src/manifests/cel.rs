@@ -7,21 +7,50 @@
 //! passed. A failed rule is worded as the API server words it: its `messageExpression`'s result
 //! (else its `message`), after the value for a string, number or boolean field, in Go's quoting.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
+use std::rc::Rc;
 
 use ::cel::{Context, Program, Value as CelValue};
 use serde_json::Value;
 
 use super::FieldError;
 
+/// Rules and message expressions compiled so far, by their text: each is compiled once, when a
+/// document first reaches it, however many documents use it.
+#[derive(Default)]
+pub struct Programs(RefCell<HashMap<String, Result<Rc<Program>, String>>>);
+
+impl Programs {
+    /// `text` compiled, or why it does not compile.
+    fn get(&self, text: &str) -> Result<Rc<Program>, String> {
+        if let Some(found) = self.0.borrow().get(text) {
+            return found.clone();
+        }
+        let compiled = Program::compile(text)
+            .map(Rc::new)
+            .map_err(|error| error.to_string());
+        self.0
+            .borrow_mut()
+            .insert(text.to_owned(), compiled.clone());
+        compiled
+    }
+}
+
 /// Checks every rule in `schema` against the matching values of `object`.
-pub fn errors(schema: &Value, object: &Value) -> Vec<FieldError> {
+pub fn errors(programs: &Programs, schema: &Value, object: &Value) -> Vec<FieldError> {
     let mut errors = Vec::new();
-    walk(schema, object, "", &mut errors);
+    walk(programs, schema, object, "", &mut errors);
     errors
 }
 
-fn walk(schema: &Value, value: &Value, path: &str, errors: &mut Vec<FieldError>) {
+fn walk(
+    programs: &Programs,
+    schema: &Value,
+    value: &Value,
+    path: &str,
+    errors: &mut Vec<FieldError>,
+) {
     if value.is_null() {
         return;
     }
@@ -34,7 +63,7 @@ fn walk(schema: &Value, value: &Value, path: &str, errors: &mut Vec<FieldError>)
             .and_then(Value::as_str)
             .unwrap_or("object");
         for rule in rules {
-            if let Some(error) = check(rule, node_type, value, path) {
+            if let Some(error) = check(programs, rule, node_type, value, path) {
                 errors.push(error);
             }
         }
@@ -50,14 +79,14 @@ fn walk(schema: &Value, value: &Value, path: &str, errors: &mut Vec<FieldError>)
                     } else {
                         format!("{path}.{name}")
                     };
-                    walk(child_schema, child, &child_path, errors);
+                    walk(programs, child_schema, child, &child_path, errors);
                 }
             }
         }
         Value::Array(items) => {
             if let Some(item_schema) = schema.get("items") {
                 for (i, item) in items.iter().enumerate() {
-                    walk(item_schema, item, &format!("{path}[{i}]"), errors);
+                    walk(programs, item_schema, item, &format!("{path}[{i}]"), errors);
                 }
             }
         }
@@ -67,14 +96,20 @@ fn walk(schema: &Value, value: &Value, path: &str, errors: &mut Vec<FieldError>)
 
 /// One rule against one value of schema type `node_type`: `None` when it holds (or is a
 /// transition rule).
-fn check(rule: &Value, node_type: &str, value: &Value, path: &str) -> Option<FieldError> {
+fn check(
+    programs: &Programs,
+    rule: &Value,
+    node_type: &str,
+    value: &Value,
+    path: &str,
+) -> Option<FieldError> {
     let text = rule.get("rule").and_then(Value::as_str).unwrap_or_default();
     let not_evaluated = |problem: String| FieldError::RuleNotEvaluated {
         path: path.to_owned(),
         rule: text.to_owned(),
         problem,
     };
-    let program = match Program::compile(text) {
+    let program = match programs.get(text) {
         Ok(program) => program,
         Err(error) => return Some(not_evaluated(format!("it does not compile: {error}"))),
     };
@@ -88,7 +123,7 @@ fn check(rule: &Value, node_type: &str, value: &Value, path: &str) -> Option<Fie
         Ok(CelValue::Bool(false)) => Some(FieldError::Rule {
             path: path.to_owned(),
             value: (!matches!(node_type, "object" | "array")).then(|| go_value(value)),
-            message: message(rule, text, &context),
+            message: message(programs, rule, text, &context),
         }),
         Ok(other) => Some(not_evaluated(format!(
             "it gave {other:?} instead of a boolean"
@@ -100,11 +135,11 @@ fn check(rule: &Value, node_type: &str, value: &Value, path: &str) -> Option<Fie
 /// The rule's `messageExpression` evaluated, else its `message`, else the API server's default;
 /// as on the API server, an expression that fails or gives an empty or multi-line text falls back
 /// to the `message`.
-fn message(rule: &Value, text: &str, context: &Context) -> String {
+fn message(programs: &Programs, rule: &Value, text: &str, context: &Context) -> String {
     let evaluated = rule
         .get("messageExpression")
         .and_then(Value::as_str)
-        .and_then(|expression| Program::compile(expression).ok())
+        .and_then(|expression| programs.get(expression).ok())
         .and_then(|program| match program.execute(context) {
             Ok(CelValue::String(s)) => Some(s.trim().to_owned()),
             _ => None,
@@ -187,10 +222,14 @@ mod tests {
     }
 
     fn check_spec(rule: &str, spec: Value) -> Vec<String> {
-        errors(&schema(rule), &json!({ "spec": spec }))
-            .iter()
-            .map(ToString::to_string)
-            .collect()
+        errors(
+            &Programs::default(),
+            &schema(rule),
+            &json!({ "spec": spec }),
+        )
+        .iter()
+        .map(ToString::to_string)
+        .collect()
     }
 
     #[test]
@@ -211,10 +250,14 @@ mod tests {
             "x-kubernetes-validations": [{"rule": "self.matches('^[a-z]+$')", "message": "lowercase",
                 "messageExpression": "'lowercase letters only, not ' + self"}]
         }}});
-        let found: Vec<String> = errors(&schema, &json!({"name": "A\"b\\c\td\u{1}é"}))
-            .iter()
-            .map(ToString::to_string)
-            .collect();
+        let found: Vec<String> = errors(
+            &Programs::default(),
+            &schema,
+            &json!({"name": "A\"b\\c\td\u{1}é"}),
+        )
+        .iter()
+        .map(ToString::to_string)
+        .collect();
         assert_eq!(
             found,
             [
@@ -230,7 +273,7 @@ mod tests {
             "x-kubernetes-validations": [{"rule": "self < 3", "message": "below 3",
                 "messageExpression": "self.nothing"}]
         }}});
-        let found: Vec<String> = errors(&schema, &json!({"n": 7}))
+        let found: Vec<String> = errors(&Programs::default(), &schema, &json!({"n": 7}))
             .iter()
             .map(ToString::to_string)
             .collect();

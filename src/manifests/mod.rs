@@ -210,6 +210,7 @@ pub struct Judge {
     schema: Value,
     metadata_fields: Vec<String>,
     validator: openapi::SchemaValidator,
+    programs: cel::Programs,
 }
 
 impl Judge {
@@ -234,6 +235,7 @@ impl Judge {
             schema,
             metadata_fields,
             validator,
+            programs: cel::Programs::default(),
         })
     }
 
@@ -253,7 +255,7 @@ impl Judge {
         if errors.iter().any(FieldError::blocks_rules) {
             errors.push(FieldError::RulesNotChecked);
         } else {
-            errors.extend(cel::errors(&self.schema, &object));
+            errors.extend(cel::errors(&self.programs, &self.schema, &object));
         }
         if !errors.is_empty() {
             return Err(errors);
@@ -271,18 +273,19 @@ impl Judge {
 pub const MANIFEST_EXTENSIONS: [&str; 3] = ["yaml", "yml", "json"];
 
 /// Reads every `.yaml`/`.yml`/`.json` file under `paths` (directories are read in name order,
-/// not recursively); never stops at a broken file.
+/// not recursively); never stops at a broken file. The [`Judge`] is built when the first BoxTable
+/// document is found, so files without one cost no schema compilation.
 ///
 /// # Errors
 /// [`SchemaCompileError`] only if the generated CRD schema is broken.
 pub fn read(paths: &[PathBuf]) -> Result<Manifests, SchemaCompileError> {
-    let judge = Judge::for_boxtable()?;
+    let mut judge = None;
     let mut out = Manifests::default();
     for path in paths {
         match expand(path) {
             Ok(files) => {
                 for file in files {
-                    read_file(&judge, &file, &mut out);
+                    read_file(&mut judge, &file, &mut out)?;
                 }
             }
             Err(error) => out.problems.push(Problem {
@@ -334,7 +337,19 @@ fn describe(value: &Value) -> String {
     }
 }
 
-fn read_file(judge: &Judge, path: &Path, out: &mut Manifests) {
+/// The judge in `slot`, built there first if it is empty.
+fn judge(slot: &mut Option<Judge>) -> Result<&Judge, SchemaCompileError> {
+    match slot.take() {
+        Some(judge) => Ok(slot.insert(judge)),
+        None => Ok(slot.insert(Judge::for_boxtable()?)),
+    }
+}
+
+fn read_file(
+    slot: &mut Option<Judge>,
+    path: &Path,
+    out: &mut Manifests,
+) -> Result<(), SchemaCompileError> {
     let source = |index, line| Source {
         path: path.to_owned(),
         index,
@@ -348,7 +363,7 @@ fn read_file(judge: &Judge, path: &Path, out: &mut Manifests) {
                 object: None,
                 errors: vec![format!("cannot be read: {error}")],
             });
-            return;
+            return Ok(());
         }
     };
     let mut options = serde_saphyr::Options::default();
@@ -388,7 +403,7 @@ fn read_file(judge: &Judge, path: &Path, out: &mut Manifests) {
             ));
         } else if api_version == boxtable_api && kind == KIND {
             let object = describe(&value);
-            match judge.boxtable(value) {
+            match judge(slot)?.boxtable(value) {
                 Ok(boxtable) => out.boxtables.push(Document {
                     source: source(index, line),
                     boxtable,
@@ -419,6 +434,7 @@ fn read_file(judge: &Judge, path: &Path, out: &mut Manifests) {
             ));
         }
     }
+    Ok(())
 }
 
 #[cfg(test)]

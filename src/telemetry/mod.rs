@@ -5,6 +5,10 @@ mod caches;
 mod connections;
 mod metrics;
 mod objects;
+#[cfg(feature = "otlp")]
+mod otlp;
+#[cfg(not(feature = "otlp"))]
+#[path = "no_otlp.rs"]
 mod otlp;
 mod server;
 mod tls;
@@ -64,6 +68,11 @@ pub enum TelemetryError {
         /// The scheme given, or `no scheme`.
         found: String,
     },
+    /// `--otlp-endpoint` given to a binary built without the `otlp` feature.
+    #[error(
+        "--otlp-endpoint needs the `otlp` feature, and this binary was built without it; build with `--features otlp` (the shipped image has it)"
+    )]
+    OtlpNotBuilt,
     /// The OTLP span exporter could not be built, or its last export failed.
     #[error("exporting spans over OTLP failed")]
     Otlp(#[source] Box<dyn std::error::Error + Send + Sync>),
@@ -134,10 +143,15 @@ pub fn init_logging_with(
         LogFormat::Text => lines.boxed(),
         LogFormat::Json => lines.json().boxed(),
     };
-    let export = spans.map(|spans| tracing_opentelemetry::layer().with_tracer(spans.tracer()));
+    #[cfg(feature = "otlp")]
+    let lines = {
+        let export = spans.map(|spans| tracing_opentelemetry::layer().with_tracer(spans.tracer()));
+        lines.and_then(export).boxed()
+    };
+    #[cfg(not(feature = "otlp"))]
+    let _ = spans;
     tracing_subscriber::registry()
         .with(lines)
-        .with(export)
         .with(filter)
         .try_init()
         .map_err(|e| TelemetryError::InstallLogger(Box::new(e)))

@@ -4,6 +4,8 @@
 use std::process::ExitCode;
 
 use boxtable_operator::{manifests, report};
+use futures::FutureExt as _;
+use futures::future::FusedFuture as _;
 use tokio_util::sync::CancellationToken;
 use zeroize::Zeroizing;
 
@@ -70,10 +72,45 @@ pub async fn execute(args: MigrateArgs) -> ExitCode {
                 .map(|url| Zeroizing::new(url.expose().to_owned())),
         }
     };
-    let found = match manifests::read(&args.files) {
-        Ok(found) => found,
-        Err(error) => {
+    let ca_pem = match &args.ca_file {
+        Some(path) => match std::fs::read(path) {
+            Ok(pem) => Some(pem),
+            Err(error) => {
+                note!("{NAME}: cannot read {}: {error}", path.display());
+                return ExitCode::FAILURE;
+            }
+        },
+        None => None,
+    };
+    let options = super::Options {
+        database_url,
+        ca_pem,
+        concurrency: args.concurrency,
+        mode: if args.dry_run {
+            super::Mode::Plan
+        } else {
+            super::Mode::Apply
+        },
+    };
+    // The manifests are read and judged on a thread of their own while the first session opens
+    // (both take a few milliseconds); a reading that fails does not wait for the connection.
+    let sessions = super::sessions(options.concurrency);
+    let files = args.files.clone();
+    let mut reading = tokio::task::spawn_blocking(move || manifests::read(&files));
+    let opening = super::open_ahead(&sessions, &options).fuse();
+    let mut opening = std::pin::pin!(opening);
+    let read = tokio::select! {
+        read = &mut reading => read,
+        () = &mut opening => reading.await,
+    };
+    let found = match read {
+        Ok(Ok(found)) => found,
+        Ok(Err(error)) => {
             note!("{NAME}: {}", report::chain(&error));
+            return ExitCode::FAILURE;
+        }
+        Err(error) => {
+            note!("{NAME}: reading the manifests failed: {error}");
             return ExitCode::FAILURE;
         }
     };
@@ -87,29 +124,14 @@ pub async fn execute(args: MigrateArgs) -> ExitCode {
         note!("{NAME}: no BoxTable manifests in the given files");
         return ExitCode::FAILURE;
     }
-    let ca_pem = match &args.ca_file {
-        Some(path) => match std::fs::read(path) {
-            Ok(pem) => Some(pem),
-            Err(error) => {
-                note!("{NAME}: cannot read {}: {error}", path.display());
-                return ExitCode::FAILURE;
-            }
-        },
-        None => None,
-    };
     let cancel = CancellationToken::new();
     cancel_on_signal(cancel.clone());
-    let options = super::Options {
-        database_url,
-        ca_pem,
-        concurrency: args.concurrency,
-        mode: if args.dry_run {
-            super::Mode::Plan
-        } else {
-            super::Mode::Apply
-        },
-    };
-    let results = super::run(&found, &options, &cancel).await;
+    // The first table's checkout waits for the session being opened ahead.
+    let (results, ()) = tokio::join!(super::run(&found, &options, &sessions, &cancel), async {
+        if !opening.is_terminated() {
+            opening.await;
+        }
+    });
     let rendered = match args.output {
         OutputArg::Text => {
             let plan = if args.dry_run {

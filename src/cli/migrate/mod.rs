@@ -14,7 +14,7 @@ use zeroize::Zeroizing;
 
 use boxtable_operator::crd::BoxTable;
 use boxtable_operator::db::{
-    Connection, ConnectionSettings, PoolSettings, RootCert, SessionPool, TlsFiles,
+    Connection, ConnectionSettings, PoolSettings, RootCert, SessionKey, SessionPool, TlsFiles,
 };
 use boxtable_operator::manifests::{Document, Manifests};
 use boxtable_operator::migrate::{Plan, RunPath};
@@ -54,25 +54,48 @@ pub struct Options {
     pub mode: Mode,
 }
 
-/// Handles every valid BoxTable in `manifests`, `options.concurrency` at a time, and adds a
-/// result for every invalid document; results keep file order.
+/// The command's sessions: idle ones are kept between tables, so a run over many tables does not
+/// pay a connection handshake per table; at most `concurrency` are ever open per database.
+pub fn sessions(concurrency: usize) -> SessionPool {
+    let concurrency = concurrency.max(1);
+    SessionPool::new(PoolSettings {
+        per_target: concurrency,
+        max_idle: concurrency.max(PoolSettings::default().max_idle),
+        ..PoolSettings::default()
+    })
+}
+
+/// With `--database-url`, opens the first session to it in `sessions` (see
+/// [`SessionPool::open_ahead`]), so that connecting overlaps reading and judging the manifests;
+/// a failure to connect is then the first table's result, as it would have been. Does nothing
+/// when each table's database comes from its Secret, or when the URL is invalid (every table
+/// reports that).
+///
+/// # Cancel safety
+/// Dropping the future leaves `sessions` as it was.
+pub async fn open_ahead(sessions: &SessionPool, options: &Options) {
+    let Some(url) = &options.database_url else {
+        return;
+    };
+    if let Ok(connection) = command_line_connection(url, options.ca_pem.as_deref()) {
+        sessions
+            .open_ahead(&SessionKey::of(&connection), APPLICATION_NAME)
+            .await;
+    }
+}
+
+/// Handles every valid BoxTable in `manifests` on `sessions`, `options.concurrency` at a time,
+/// and adds a result for every invalid document; results keep file order.
 ///
 /// # Cancel safety
 /// Cancelling `cancel` abandons lock waits and cancels running migrations (rolled back, unlocked).
 pub async fn run(
     manifests: &Manifests,
     options: &Options,
+    sessions: &SessionPool,
     cancel: &CancellationToken,
 ) -> Vec<TableResult> {
     let concurrency = options.concurrency.max(1);
-    // Idle sessions are kept between tables, so a run over many tables does not pay a connection
-    // handshake per table; at most `concurrency` are ever open per database.
-    let sessions = SessionPool::new(PoolSettings {
-        per_target: concurrency,
-        max_idle: concurrency.max(PoolSettings::default().max_idle),
-        ..PoolSettings::default()
-    });
-    let sessions = &sessions;
     let mut results: Vec<(String, usize, TableResult)> =
         futures::stream::iter(manifests.boxtables.iter())
             .map(|document| async move {

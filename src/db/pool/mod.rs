@@ -65,12 +65,17 @@ pub enum CheckoutError {
 struct Idle {
     session: Session,
     since: Instant,
+    /// The `application_name` of a session opened ahead ([`SessionPool::open_ahead`]) and not
+    /// lent since: it is lent as it is, without the check a kept session gets.
+    opened_as: Option<String>,
 }
 
 struct Target {
     permits: Arc<Semaphore>,
     idle: Vec<Idle>,
     retired: bool,
+    /// Why opening a session ahead failed; the next checkout returns it instead of connecting.
+    failed_ahead: Option<ConnectError>,
 }
 
 #[derive(Default)]
@@ -140,21 +145,29 @@ impl SessionPool {
             if let Some(source) = source {
                 self.note_source(&mut state, source, key);
             }
-            let target = state.targets.entry(key.clone()).or_insert_with(|| Target {
-                permits: Arc::new(Semaphore::new(self.settings.per_target)),
-                idle: Vec::new(),
-                retired: false,
-            });
-            target.retired = false;
-            target.permits.clone()
+            self.target(&mut state, key).permits.clone()
         };
         let permit = tokio::select! {
             permit = permits.acquire_owned() => permit.map_err(|_| CheckoutError::Cancelled)?,
             () = cancel.cancelled() => return Err(CheckoutError::Cancelled),
         };
+        let failed_ahead = self
+            .state()
+            .targets
+            .get_mut(key)
+            .and_then(|target| target.failed_ahead.take());
+        if let Some(error) = failed_ahead {
+            return Err(CheckoutError::Connect(error));
+        }
         let mut why = Opened::NoneIdle;
-        while let Some(session) = self.take_idle(key) {
-            match check_out(&session, application_name).await {
+        while let Some((session, opened_as)) = self.take_idle(key) {
+            let checked = if opened_as.as_deref() == Some(application_name) && !session.is_closed()
+            {
+                Ok(())
+            } else {
+                check_out(&session, application_name).await
+            };
+            match checked {
                 Ok(()) => {
                     return Ok(PooledSession {
                         session,
@@ -197,6 +210,55 @@ impl SessionPool {
         })
     }
 
+    /// Opens a session for `key`, named `application_name`, before any pass asks for one, and
+    /// keeps it idle for the first checkout, which lends it without the check a kept session gets
+    /// (it has never been lent). A command that knows its database before it knows its work
+    /// (`migrate --database-url`) connects while it reads its input. When the open fails, the
+    /// next checkout of `key` returns that failure instead of connecting again. Waits while
+    /// `per_target` sessions of the key are lent.
+    ///
+    /// # Cancel safety
+    /// Dropping the future while it waits or connects leaves the pool as it was.
+    pub async fn open_ahead(&self, key: &SessionKey, application_name: &str) {
+        let permits = {
+            let mut state = self.state();
+            self.target(&mut state, key).permits.clone()
+        };
+        let Ok(_permit) = permits.acquire_owned().await else {
+            return;
+        };
+        let opened = Session::connect(key.connection(), application_name).await;
+        let mut state = self.state();
+        match opened {
+            Ok(session) if state.closing => drop(session),
+            Ok(session) => {
+                self.events.opened(Opened::NoneIdle);
+                state.open += 1;
+                let target = self.target(&mut state, key);
+                target.idle.push(Idle {
+                    session,
+                    since: Instant::now(),
+                    opened_as: Some(application_name.to_owned()),
+                });
+                state.idle += 1;
+            }
+            Err(error) => self.target(&mut state, key).failed_ahead = Some(error),
+        }
+        self.events.sizes(state.open, state.idle);
+    }
+
+    /// The entry of `key`, made if there is none; a retired key is in use again.
+    fn target<'s>(&self, state: &'s mut State, key: &SessionKey) -> &'s mut Target {
+        let target = state.targets.entry(key.clone()).or_insert_with(|| Target {
+            permits: Arc::new(Semaphore::new(self.settings.per_target)),
+            idle: Vec::new(),
+            retired: false,
+            failed_ahead: None,
+        });
+        target.retired = false;
+        target
+    }
+
     /// Records that `source` now gives `key`; retires the key it gave before if no source gives
     /// that one any more.
     fn note_source(&self, state: &mut State, source: &str, key: &SessionKey) {
@@ -221,12 +283,13 @@ impl SessionPool {
         }
     }
 
-    fn take_idle(&self, key: &SessionKey) -> Option<Session> {
+    /// The most recently kept idle session of `key`, and the name it was opened ahead with.
+    fn take_idle(&self, key: &SessionKey) -> Option<(Session, Option<String>)> {
         let mut state = self.state();
-        let session = state.targets.get_mut(key)?.idle.pop()?.session;
+        let idle = state.targets.get_mut(key)?.idle.pop()?;
         state.idle -= 1;
         self.events.sizes(state.open, state.idle);
-        Some(session)
+        Some((idle.session, idle.opened_as))
     }
 
     /// Closes a session that was lent or just taken from the idle list.
@@ -259,6 +322,7 @@ impl SessionPool {
             target.idle.push(Idle {
                 session,
                 since: Instant::now(),
+                opened_as: None,
             });
             state.idle += 1;
         }

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use boxtable_operator::db::pool::{Closed, Opened, PoolEvents};
+use boxtable_operator::db::pool::{CheckoutError, Closed, Opened, PoolEvents};
 use boxtable_operator::db::{Connection, PoolSettings, SessionKey, SessionPool};
 use boxtable_operator::migrate::runner::Withdrawal;
 use boxtable_operator::migrate::{Outcome, Plan, RunError};
@@ -520,6 +520,88 @@ async fn each_pass_on_a_kept_session_takes_and_releases_its_own_lock_and_the_pre
         2,
         "renamed each time it is lent again"
     );
+}
+
+#[tokio::test]
+async fn a_session_opened_ahead_is_lent_to_the_first_pass_and_no_other_is_opened() {
+    let db = support::fresh_db().await;
+    let observer = db.connect().await;
+    let (pool, counts) = pool(1);
+    let plan = outbox("outbox_ahead").build();
+    let app = "boxtable-operator/test/outbox_ahead";
+    let connection = Connection::parse(&db.url).unwrap();
+
+    pool.open_ahead(&SessionKey::of(&connection), app).await;
+
+    assert_eq!(pool.sizes(), (1, 1), "one session open, idle");
+    let ahead = operator_sessions(&observer).await;
+    assert_eq!(ahead.len(), 1, "{ahead:?}");
+    let outcome = migrate(&pool, &db.url, &plan).await.unwrap();
+    assert_eq!(outcome.to_version, 8);
+    assert_eq!(
+        counts.opened_total(),
+        1,
+        "the pass used the session opened ahead"
+    );
+    assert_eq!(
+        operator_sessions(&observer).await,
+        ahead,
+        "the same backend, under the same name"
+    );
+    assert_eq!(pool.sizes(), (1, 1));
+}
+
+#[tokio::test]
+async fn a_failed_open_ahead_is_the_first_checkouts_failure_without_connecting_again() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    // A server that accepts and hangs up at once, counting the connections made to it.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let counting = accepted.clone();
+    let server = tokio::spawn(async move {
+        while let Ok((socket, _)) = listener.accept().await {
+            counting.fetch_add(1, Ordering::SeqCst);
+            drop(socket);
+        }
+    });
+    let connection = Connection::parse(&format!(
+        "postgres://app:pw@127.0.0.1:{port}/shop?sslmode=disable"
+    ))
+    .unwrap();
+    let key = SessionKey::of(&connection);
+    let (pool, counts) = pool(1);
+    let cancel = CancellationToken::new();
+
+    pool.open_ahead(&key, "boxtable-operator-migrate").await;
+    assert_eq!(accepted.load(Ordering::SeqCst), 1);
+    let first = pool
+        .checkout(&key, None, "boxtable-operator-migrate", &cancel)
+        .await;
+
+    assert!(
+        matches!(first, Err(CheckoutError::Connect(_))),
+        "{:?}",
+        first.err()
+    );
+    assert_eq!(
+        accepted.load(Ordering::SeqCst),
+        1,
+        "the first checkout returned the failure of the open ahead"
+    );
+    let second = pool
+        .checkout(&key, None, "boxtable-operator-migrate", &cancel)
+        .await;
+    assert!(matches!(second, Err(CheckoutError::Connect(_))));
+    assert_eq!(
+        accepted.load(Ordering::SeqCst),
+        2,
+        "a later checkout connects again"
+    );
+    assert_eq!(counts.opened_total(), 0);
+    assert_eq!(pool.sizes(), (0, 0));
+    server.abort();
 }
 
 /// Waits until the operator's sessions in the test database have ended (`what` names them), then
