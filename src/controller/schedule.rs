@@ -115,10 +115,7 @@ pub fn is_current(bt: &BoxTable) -> bool {
         && status.observed_generation.is_some()
         && status.observed_generation == bt.metadata.generation
         && status.target_version == Some(target)
-        && status
-            .conditions
-            .iter()
-            .any(|c| c.type_ == READY && c.status == "True")
+        && status.is_true(READY)
 }
 
 /// The point of `interval` at which the periodic pass of the object with `uid` falls: the same
