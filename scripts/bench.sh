@@ -75,6 +75,19 @@ cleanup() {
   pg_stop
 }
 trap cleanup EXIT
+# An interrupt (Ctrl-C, kill, a CI timeout) ends the run through cleanup and the servers' own stop
+# functions (which the control plane and node scripts chain in front of it). bash runs a trap only
+# once its foreground command has ended, so the long commands run through `interruptible`: in the
+# background, waited for, which a signal interrupts at once; cleanup then stops them.
+trap 'exit 130' INT
+trap 'exit 143' TERM
+trap 'exit 129' HUP
+interruptible() {
+  "$@" &
+  local pid=$!
+  PIDS+=("$pid")
+  wait "$pid"
+}
 
 rm -rf "$W" "$R"
 mkdir -p "$W" "$R"
@@ -82,7 +95,7 @@ BASE=${DATABASE_URL%/*}
 url() { echo "$BASE/$1"; }
 admin() { "$PSQL" -X -q -v ON_ERROR_STOP=1 -d "$DATABASE_URL" "$@"; }
 recreate() { echo "'$PSQL' -X -q -d '$DATABASE_URL' -c 'DROP DATABASE IF EXISTS $1 WITH (FORCE)' -c 'CREATE DATABASE $1'"; }
-timeit() { python3 "$BENCH/timeit.py" "$@"; }
+timeit() { interruptible python3 "$BENCH/timeit.py" "$@"; }
 
 # The machine, for BENCHMARKS.md.
 python3 - "$R/machine.json" <<EOF
@@ -342,7 +355,7 @@ else
     --metrics "http://127.0.0.1:$METRICS_PORT")
   SCALE_JSON=$R/6-scale.json
 fi
-python3 "$BENCH/scale.py" --server "$CONTROL_PLANE_SERVER" --ca "$CONTROL_PLANE_DIR/ca.crt" \
+interruptible python3 "$BENCH/scale.py" --server "$CONTROL_PLANE_SERVER" --ca "$CONTROL_PLANE_DIR/ca.crt" \
   --cert "$CONTROL_PLANE_DIR/admin.crt" --key "$CONTROL_PLANE_DIR/admin.key" \
   --audit-log "$CONTROL_PLANE_AUDIT_LOG" --operator-user "$OPERATOR_USER" \
   "${SCALE_OPERATOR[@]}" --database-url "$B6_URL" --psql "$PSQL" \

@@ -55,4 +55,7 @@ if [ -n "$shell" ]; then
   "${SHELL:-bash}" -i || true
   exit 0
 fi
-cargo test --test suite --no-fail-fast -- --test-threads 1 "${filters[@]}"
+# Each line stamped with the seconds since the tests started, so a log shows what each test took.
+started=$SECONDS
+cargo test --test suite --no-fail-fast -- --test-threads 1 "${filters[@]}" 2>&1 \
+  | while IFS= read -r line; do printf '[+%4ds] %s\n' "$((SECONDS - started))" "$line"; done
