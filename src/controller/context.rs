@@ -48,6 +48,8 @@ pub struct Context {
     pub sessions: Arc<crate::db::SessionPool>,
     /// The workers every pass takes one of, shared by all namespaces.
     pub workers: Arc<super::workers::Workers>,
+    /// Where the pool sends this controller's queued objects back when a worker is kept for them.
+    pub requeue: super::workers::Requeue,
     /// This cluster's name in ownership records.
     pub cluster_name: String,
 }

@@ -313,11 +313,17 @@ impl Shared<'_> {
         ));
         metrics.count_cache_entries(memory.clone());
         let boxtable_events = {
-            let memory = memory.clone();
+            let (memory, workers) = (memory.clone(), self.workers.clone());
             cache::boxtables(boxtables, boxtable_writer, move |event| {
                 memory.boxtable_event(event);
+                // A deleted object's place in the worker queue goes with it.
+                if let watcher::Event::Delete(bt) = event {
+                    workers.forget_object(&ObjectRef::from_obj(bt));
+                }
             })
         };
+        // Objects the worker pool sends back when a worker is kept for them (see `workers`).
+        let (requeue, mut requeued) = tokio::sync::mpsc::unbounded_channel();
         let controller = Controller::for_stream(boxtable_events, store.clone());
         // Secrets by metadata only (no data, so unrelated Secrets cost little memory and the
         // operator never receives their contents); a referenced one is read when a pass uses it.
@@ -356,6 +362,7 @@ impl Shared<'_> {
             memory,
             sessions: self.sessions.clone(),
             workers: self.workers.clone(),
+            requeue,
             cluster_name: settings.cluster_name.clone(),
         });
         ready_when_synced(self.readiness.clone(), store.clone());
@@ -363,8 +370,11 @@ impl Shared<'_> {
         let unsynced_stop = stopped_before_sync(stop.clone(), store);
         let run = controller
             .watches_stream(secret_events, move |secret| mapper.boxtables_of(&secret))
-            // No limit here: every pass takes one of `workers` first, which limits them in all
-            // scopes together and shares them out between namespaces.
+            .reconcile_on(futures::stream::poll_fn(move |cx| requeued.poll_recv(cx)))
+            // No limit here: a pass without one of `workers` (which limits them in all scopes
+            // together and shares them out between namespaces) is queued there and its reconcile
+            // ends, so only passes that run and reconciles that are about to be queued are in
+            // flight.
             .with_config(controller::Config::default().concurrency(0))
             .graceful_shutdown_on(async move { graceful.cancelled().await })
             .run(reconcile::reconcile, reconcile::error_policy, ctx)

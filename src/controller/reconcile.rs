@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
 use tracing::Instrument;
 
 use super::adoption;
@@ -25,7 +26,7 @@ use super::finalizer;
 use super::schedule::Trigger;
 use super::secrets::{DatabaseSecret, SecretError};
 use super::wording::{Stopped, boxtable_field, deadline_message, not_done};
-use super::workers::Worker;
+use super::workers::{Entry, Worker};
 use super::write::InFlight;
 use crate::crd::BoxTable;
 use crate::migrate::{Plan, RunPath};
@@ -56,20 +57,27 @@ pub async fn reconcile(bt: Arc<BoxTable>, ctx: Arc<Context>) -> Result<Action, R
     }
     let boxtable = boxtable_field(&bt);
     let trigger = Trigger::of(&bt);
+    let object = ObjectRef::from_obj(bt.as_ref());
     if let Some(wait) = ctx.schedule.not_due_spread(&uid, &bt, &trigger, ctx.resync) {
         tracing::debug!(boxtable = %boxtable, due_in = ?wait, "not due: current, or no spec, deletion, consent, request or secret change since the last pass");
+        // Nor is a pass it queued for earlier.
+        ctx.workers.forget_object(&object);
         return Ok(Action::requeue(wait));
     }
     if ctx.schedule.newly_requested(&uid, &trigger) {
         tracing::info!(boxtable = %boxtable, "reconcile requested by annotation; retrying now with the backoff reset");
         ctx.backoff.on_success(&uid);
     }
-    // Every pass runs on one of the pool's workers (see `workers`); a shutdown ends the wait for
-    // one, and the pass then never starts.
-    let worker = tokio::select! {
-        worker = ctx.workers.acquire(&namespace) => worker,
-        () = ctx.shutdown.cancelled() => return Ok(Action::await_change()),
+    // Every pass runs on one of the pool's workers (see `workers`). Without one it is queued
+    // there and this reconcile ends: the pool sends the object back when a worker is kept for
+    // it. The requeue after a resync interval only covers a worker kept too long for it.
+    let worker = match ctx.workers.enter(&namespace, &object, &ctx.requeue) {
+        Entry::Run(worker) => worker,
+        Entry::Queued => return Ok(Action::requeue(ctx.resync)),
     };
+    if ctx.shutdown.is_cancelled() {
+        return Ok(Action::await_change());
+    }
     // One trace per pass (not a child of whatever polled the controller), with the pass's
     // steps as child spans: the Secret read, the lock wait, the migration or the drop. Every
     // line logged in it carries `boxtable`.
@@ -81,8 +89,7 @@ pub async fn reconcile(bt: Arc<BoxTable>, ctx: Arc<Context>) -> Result<Action, R
         outcome = tracing::field::Empty,
     );
     // The pass's own state (tens of KiB: every step's locals) is allocated only once it has a
-    // worker. Every object due at once (a restart, a failover, a backlog) waits here, so what
-    // waits must stay small: inline, 10,000 waiting passes took hundreds of MiB.
+    // worker, so a reconcile that only queues its object stays small.
     let result = Box::pin(due(bt.clone(), ctx.clone(), namespace, &worker).instrument(span)).await;
     ctx.memory.settle(&bt);
     result
@@ -579,13 +586,13 @@ mod waiting_size {
     }
 
     #[test]
-    fn a_pass_waiting_for_a_worker_is_small_whatever_the_pass_holds_once_it_runs() {
-        // With the pass inline this was 39,096 bytes (debug build): every due BoxTable waits
-        // for a worker as one of these, so 10,000 due at once held 380 MiB before any ran.
+    fn a_reconcile_is_small_until_it_has_a_worker_whatever_the_pass_holds_once_it_runs() {
+        // With the pass inline this was 39,096 bytes (debug build), and kube-runtime's runner
+        // holds one per reconcile in flight: a restart with 10,000 due held 380 MiB at once.
         let waiting = future_size(super::reconcile);
         assert!(
             waiting <= 2048,
-            "a pass waiting for a worker takes {waiting} bytes; box what it holds once it runs"
+            "a reconcile takes {waiting} bytes before it has a worker; box what it holds once it runs"
         );
     }
 }

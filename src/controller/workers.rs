@@ -13,13 +13,32 @@
 //!
 //! So one namespace's slow or stuck BoxTables hold at most half the workers once another
 //! namespace has work, and a busy namespace alone is not slowed.
+//!
+//! A pass that finds no worker does not wait inside the controller: it is queued here as its
+//! object's name (a few dozen bytes) and its reconcile returns at once. When a worker is free for
+//! it, the worker is kept for that object and the object is sent back to its controller
+//! ([`Requeue`], which the controller reconciles on); the reconcile that follows takes the kept
+//! worker ([`Workers::enter`]). The controller's runner polls every reconcile in flight each
+//! time it is woken, so thousands of passes waiting there cost CPU for every one that ends; here
+//! they cost nothing until their turn. A kept worker nobody comes for is freed after
+//! [`KEPT_FOR`], and one kept for a deleted object when the watch sees it go.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
-use tokio::sync::oneshot;
+use kube::runtime::reflector::ObjectRef;
+use tokio::sync::mpsc;
 
+use crate::crd::BoxTable;
 use crate::waits::{WaitHandle, Waits};
+
+/// Where a queued pass's object goes when a worker is kept for it: the controller of its scope,
+/// which then reconciles it again.
+pub type Requeue = mpsc::UnboundedSender<ObjectRef<BoxTable>>;
+
+/// How long a worker kept for a queued object waits for its reconcile to come and take it.
+pub const KEPT_FOR: Duration = Duration::from_secs(30);
 
 /// The workers of this process, shared by every watched namespace.
 pub struct Workers {
@@ -33,6 +52,15 @@ pub struct Worker {
     id: u64,
 }
 
+/// What [`Workers::enter`] gives a pass.
+pub enum Entry {
+    /// A worker: the pass runs now.
+    Run(Worker),
+    /// No worker yet: the object is queued and comes back through its [`Requeue`] when one is
+    /// kept for it.
+    Queued,
+}
+
 struct Busy {
     id: u64,
     namespace: String,
@@ -40,12 +68,14 @@ struct Busy {
     waits: Option<WaitHandle>,
     /// Asked to give its worker back (it ends soon).
     gave_way: bool,
+    /// Kept for a queued object whose reconcile has not come yet, and since when.
+    kept: Option<(ObjectRef<BoxTable>, Instant)>,
 }
 
 struct Queued {
-    id: u64,
     namespace: String,
-    grant: oneshot::Sender<()>,
+    object: ObjectRef<BoxTable>,
+    requeue: Requeue,
 }
 
 /// Who holds a worker and who waits for one.
@@ -53,6 +83,10 @@ struct Queued {
 struct State {
     busy: Vec<Busy>,
     queue: VecDeque<Queued>,
+    /// The objects in `queue`, and how many of them each namespace has (so that neither asking
+    /// whether an object is queued nor counting the others' passes walks the queue).
+    queued: HashSet<ObjectRef<BoxTable>>,
+    waiting: HashMap<String, usize>,
     next_id: u64,
 }
 
@@ -66,10 +100,25 @@ impl State {
 
     /// Passes of namespaces other than `namespace` waiting for a worker.
     fn others_waiting(&self, namespace: &str) -> usize {
-        self.queue
-            .iter()
-            .filter(|q| q.namespace != namespace)
-            .count()
+        self.queue.len() - self.waiting.get(namespace).copied().unwrap_or(0)
+    }
+
+    fn enqueue(&mut self, queued: Queued) {
+        self.queued.insert(queued.object.clone());
+        *self.waiting.entry(queued.namespace.clone()).or_default() += 1;
+        self.queue.push_back(queued);
+    }
+
+    fn dequeue(&mut self, i: usize) -> Option<Queued> {
+        let queued = self.queue.remove(i)?;
+        self.queued.remove(&queued.object);
+        if let Some(n) = self.waiting.get_mut(&queued.namespace) {
+            *n -= 1;
+            if *n == 0 {
+                self.waiting.remove(&queued.namespace);
+            }
+        }
+        Some(queued)
     }
 
     /// Whether a pass of `namespace` may take a worker now.
@@ -78,23 +127,37 @@ impl State {
             && (self.held(namespace) < share || self.others_waiting(namespace) == 0)
     }
 
-    /// Hands free workers to the first waiting passes that may start.
+    /// A worker for a pass of `namespace`, kept for `object` when it is a queued one.
+    fn lend(&mut self, namespace: String, kept: Option<ObjectRef<BoxTable>>) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.busy.push(Busy {
+            id,
+            namespace,
+            waits: None,
+            gave_way: false,
+            kept: kept.map(|object| (object, Instant::now())),
+        });
+        id
+    }
+
+    /// Keeps free workers for the first queued objects that may start, and sends each back to
+    /// its controller.
     fn dispatch(&mut self, total: usize, share: usize) {
+        if self.busy.len() >= total {
+            return;
+        }
         while let Some(i) =
             (0..self.queue.len()).find(|&i| self.may_start(total, share, &self.queue[i].namespace))
         {
-            let Some(next) = self.queue.remove(i) else {
+            let Some(next) = self.dequeue(i) else {
                 return;
             };
-            self.busy.push(Busy {
-                id: next.id,
-                namespace: next.namespace,
-                waits: None,
-                gave_way: false,
-            });
-            // A pass that stopped asking has already been forgotten (see `Pending`), so the
-            // receiver is there; if not, its `Pending` frees the worker.
-            let _ = next.grant.send(());
+            let id = self.lend(next.namespace, Some(next.object.clone()));
+            if next.requeue.send(next.object).is_err() {
+                // Its controller has stopped: nobody will come for the worker.
+                self.forget(id);
+            }
         }
     }
 
@@ -131,8 +194,16 @@ impl State {
         }
     }
 
+    /// Frees the workers kept longer than [`KEPT_FOR`] for objects whose reconcile never came.
+    fn expire(&mut self, now: Instant) {
+        self.busy.retain(|b| {
+            b.kept
+                .as_ref()
+                .is_none_or(|(_, since)| now.duration_since(*since) < KEPT_FOR)
+        });
+    }
+
     fn forget(&mut self, id: u64) {
-        self.queue.retain(|q| q.id != id);
         self.busy.retain(|b| b.id != id);
     }
 }
@@ -158,65 +229,89 @@ impl Workers {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Changes the state, then lets waiting passes start and asks for workers back as the rules
-    /// say.
-    fn settle(&self, change: impl FnOnce(&mut State)) {
+    /// Changes the state, then keeps free workers for queued objects and asks for workers back
+    /// as the rules say.
+    fn settle<T>(&self, change: impl FnOnce(&mut State) -> T) -> T {
         let mut state = self.state();
-        change(&mut state);
+        state.expire(Instant::now());
+        let changed = change(&mut state);
         state.dispatch(self.total, self.share());
         state.rebalance(self.share());
+        changed
     }
 
-    /// Waits for a worker for a pass of `namespace`.
-    ///
-    /// # Cancel safety
-    /// Dropping the future gives up its place in the queue (or the worker it was just given).
-    pub async fn acquire(self: &Arc<Self>, namespace: &str) -> Worker {
-        let (grant, granted) = oneshot::channel();
-        let mut id = 0;
-        self.settle(|state| {
-            id = state.next_id;
-            state.next_id += 1;
-            state.queue.push_back(Queued {
-                id,
+    /// A worker for a pass of `object` (in `namespace`): the one kept for it if its turn has
+    /// come, else a free one if the rules let it start now, else none, and the object is queued
+    /// (once, however often it asks) to come back through `requeue` when a worker is kept for it.
+    pub fn enter(
+        self: &Arc<Self>,
+        namespace: &str,
+        object: &ObjectRef<BoxTable>,
+        requeue: &Requeue,
+    ) -> Entry {
+        let (total, share) = (self.total, self.share());
+        let id = self.settle(|state| {
+            if let Some(busy) = state
+                .busy
+                .iter_mut()
+                .find(|b| b.kept.as_ref().is_some_and(|(kept, _)| kept == object))
+            {
+                busy.kept = None;
+                return Some(busy.id);
+            }
+            if state.queued.contains(object) {
+                return None;
+            }
+            // Every queued pass that may start has just been given a worker, so one that may
+            // start now is behind none that could.
+            if state.may_start(total, share, namespace) {
+                return Some(state.lend(namespace.to_owned(), None));
+            }
+            state.enqueue(Queued {
                 namespace: namespace.to_owned(),
-                grant,
+                object: object.clone(),
+                requeue: requeue.clone(),
             });
+            None
         });
-        let mut pending = Pending {
-            pool: self,
-            id,
-            done: false,
-        };
-        // The sender lives in the queue until the grant is sent, and the queue lives in `self`.
-        let _ = granted.await;
-        pending.done = true;
-        Worker {
-            pool: self.clone(),
-            id,
+        match id {
+            Some(id) => Entry::Run(Worker {
+                pool: self.clone(),
+                id,
+            }),
+            None => Entry::Queued,
         }
     }
 
-    /// Workers in use and passes waiting for one.
+    /// Forgets `object` (deleted): its place in the queue, or the worker kept for it.
+    pub fn forget_object(&self, object: &ObjectRef<BoxTable>) {
+        let known = {
+            let state = self.state();
+            state.queued.contains(object)
+                || state
+                    .busy
+                    .iter()
+                    .any(|b| b.kept.as_ref().is_some_and(|(kept, _)| kept == object))
+        };
+        if !known {
+            return;
+        }
+        self.settle(|state| {
+            if state.queued.contains(object)
+                && let Some(i) = state.queue.iter().position(|q| &q.object == object)
+            {
+                state.dequeue(i);
+            }
+            state
+                .busy
+                .retain(|b| b.kept.as_ref().is_none_or(|(kept, _)| kept != object));
+        });
+    }
+
+    /// Workers in use (kept ones among them) and passes waiting for one.
     pub fn sizes(&self) -> (usize, usize) {
         let state = self.state();
         (state.busy.len(), state.queue.len())
-    }
-}
-
-/// Forgets a pass that stopped waiting before it got its worker.
-struct Pending<'a> {
-    pool: &'a Workers,
-    id: u64,
-    done: bool,
-}
-
-impl Drop for Pending<'_> {
-    fn drop(&mut self) {
-        if !self.done {
-            let id = self.id;
-            self.pool.settle(|state| state.forget(id));
-        }
     }
 }
 
@@ -243,59 +338,117 @@ impl Drop for Worker {
 mod tests {
     use std::time::Duration;
 
-    use futures::FutureExt;
     use tokio_util::sync::CancellationToken;
 
     use super::*;
     use crate::waits::Cut;
 
-    fn take(pool: &Arc<Workers>, namespace: &str) -> Worker {
-        pool.acquire(namespace)
-            .now_or_never()
-            .expect("a worker at once")
+    /// One controller's end of the pool: where its queued objects come back.
+    struct Scope {
+        requeue: Requeue,
+        back: mpsc::UnboundedReceiver<ObjectRef<BoxTable>>,
+    }
+
+    impl Scope {
+        fn new() -> Self {
+            let (requeue, back) = mpsc::unbounded_channel();
+            Self { requeue, back }
+        }
+
+        fn enter(&self, pool: &Arc<Workers>, namespace: &str, name: &str) -> Entry {
+            pool.enter(namespace, &object(namespace, name), &self.requeue)
+        }
+
+        fn take(&self, pool: &Arc<Workers>, namespace: &str, name: &str) -> Worker {
+            match self.enter(pool, namespace, name) {
+                Entry::Run(worker) => worker,
+                Entry::Queued => panic!("{namespace}/{name} got no worker"),
+            }
+        }
+
+        fn queue(&self, pool: &Arc<Workers>, namespace: &str, name: &str) {
+            assert!(
+                matches!(self.enter(pool, namespace, name), Entry::Queued),
+                "{namespace}/{name} got a worker"
+            );
+        }
+
+        /// The objects sent back so far, in order.
+        fn sent_back(&mut self) -> Vec<String> {
+            let mut names = Vec::new();
+            while let Ok(object) = self.back.try_recv() {
+                names.push(object.name);
+            }
+            names
+        }
+    }
+
+    fn object(namespace: &str, name: &str) -> ObjectRef<BoxTable> {
+        ObjectRef::new(name).within(namespace)
     }
 
     fn waits() -> Waits {
         Waits::start(&CancellationToken::new(), Duration::from_secs(60))
     }
 
-    #[tokio::test]
-    async fn a_namespace_alone_uses_every_worker() {
+    #[test]
+    fn a_namespace_alone_uses_every_worker_and_the_next_pass_gets_the_first_one_freed() {
         let pool = Workers::new(4);
-        let held: Vec<Worker> = (0..4).map(|_| take(&pool, "busy")).collect();
-        assert_eq!(pool.sizes(), (4, 0));
-        let mut fifth = Box::pin(pool.acquire("busy"));
-        assert!(futures::poll!(&mut fifth).is_pending());
+        let mut scope = Scope::new();
+        let held: Vec<Worker> = (0..4)
+            .map(|i| scope.take(&pool, "busy", &format!("t{i}")))
+            .collect();
+        scope.queue(&pool, "busy", "t4");
+        assert_eq!(pool.sizes(), (4, 1));
+        assert!(scope.sent_back().is_empty());
         drop(held);
-        assert!(futures::poll!(&mut fifth).is_ready());
+        assert_eq!(scope.sent_back(), ["t4"], "the freed worker is kept for t4");
+        assert_eq!(pool.sizes(), (1, 0));
+        let _t4 = scope.take(&pool, "busy", "t4");
+        assert_eq!(pool.sizes(), (1, 0), "t4 took the worker kept for it");
     }
 
-    #[tokio::test]
-    async fn under_contention_a_namespace_above_its_share_waits_behind_the_others() {
+    #[test]
+    fn a_queued_object_is_queued_once_however_often_it_asks() {
+        let pool = Workers::new(1);
+        let mut scope = Scope::new();
+        let first = scope.take(&pool, "a", "one");
+        for _ in 0..3 {
+            scope.queue(&pool, "a", "two");
+        }
+        assert_eq!(pool.sizes(), (1, 1));
+        drop(first);
+        assert_eq!(scope.sent_back(), ["two"]);
+    }
+
+    #[test]
+    fn under_contention_a_namespace_above_its_share_waits_behind_the_others() {
         let pool = Workers::new(4);
         assert_eq!(pool.share(), 2);
-        let mut noisy: Vec<Worker> = (0..4).map(|_| take(&pool, "noisy")).collect();
-        let mut noisy_next = Box::pin(pool.acquire("noisy"));
-        assert!(futures::poll!(&mut noisy_next).is_pending());
-        let mut quiet = Box::pin(pool.acquire("quiet"));
-        assert!(futures::poll!(&mut quiet).is_pending());
+        let mut scope = Scope::new();
+        let mut noisy: Vec<Worker> = (0..4)
+            .map(|i| scope.take(&pool, "noisy", &format!("n{i}")))
+            .collect();
+        scope.queue(&pool, "noisy", "n4");
+        scope.queue(&pool, "quiet", "q0");
         // A freed worker goes to the namespace below its share, though noisy asked first.
         noisy.pop();
-        let std::task::Poll::Ready(_quiet_worker) = futures::poll!(&mut quiet) else {
-            panic!("the quiet pass got no worker");
-        };
-        assert!(futures::poll!(&mut noisy_next).is_pending());
+        assert_eq!(scope.sent_back(), ["q0"]);
+        let _quiet = scope.take(&pool, "quiet", "q0");
+        scope.queue(&pool, "noisy", "n4");
         // Nothing else waits: noisy may take the next free one again.
         noisy.pop();
-        assert!(futures::poll!(&mut noisy_next).is_ready());
+        assert_eq!(scope.sent_back(), ["n4"]);
+        let _n4 = scope.take(&pool, "noisy", "n4");
     }
 
     #[tokio::test]
     async fn waiting_passes_above_the_share_give_their_workers_back_one_per_waiting_pass() {
         let pool = Workers::new(4);
+        let scope = Scope::new();
         let noisy: Vec<(Worker, Waits)> = (0..4)
-            .map(|_| {
-                let worker = take(&pool, "noisy");
+            .map(|i| {
+                let worker = scope.take(&pool, "noisy", &format!("n{i}"));
                 let waits = waits();
                 worker.watch(&waits);
                 (worker, waits)
@@ -303,12 +456,11 @@ mod tests {
             .collect();
         let cut = || noisy.iter().filter(|(_, w)| w.cut().is_some()).count();
         assert_eq!(cut(), 0, "nobody else waits: nobody gives way");
-        let mut quiet: Vec<_> = (0..3).map(|_| Box::pin(pool.acquire("quiet"))).collect();
-        assert!(futures::poll!(&mut quiet[0]).is_pending());
+        scope.queue(&pool, "quiet", "q0");
         assert_eq!(cut(), 1);
-        assert!(futures::poll!(&mut quiet[1]).is_pending());
+        scope.queue(&pool, "quiet", "q1");
         assert_eq!(cut(), 2);
-        assert!(futures::poll!(&mut quiet[2]).is_pending());
+        scope.queue(&pool, "quiet", "q2");
         assert_eq!(cut(), 2, "never below the share");
         assert!(
             noisy
@@ -321,31 +473,59 @@ mod tests {
     #[tokio::test]
     async fn a_pass_that_holds_the_lock_never_gives_way() {
         let pool = Workers::new(2);
+        let scope = Scope::new();
         let noisy: Vec<(Worker, Waits)> = (0..2)
-            .map(|_| {
-                let worker = take(&pool, "noisy");
+            .map(|i| {
+                let worker = scope.take(&pool, "noisy", &format!("n{i}"));
                 let waits = waits();
                 assert!(waits.hold());
                 worker.watch(&waits);
                 (worker, waits)
             })
             .collect();
-        let mut quiet = Box::pin(pool.acquire("quiet"));
-        assert!(futures::poll!(&mut quiet).is_pending());
+        scope.queue(&pool, "quiet", "q0");
         assert!(noisy.iter().all(|(_, w)| w.cut().is_none()));
     }
 
-    #[tokio::test]
-    async fn a_pass_that_stops_waiting_leaves_no_trace() {
+    #[test]
+    fn a_deleted_object_leaves_no_trace_queued_or_with_a_worker_kept_for_it() {
         let pool = Workers::new(1);
-        let first = take(&pool, "a");
-        let mut second = Box::pin(pool.acquire("b"));
-        assert!(futures::poll!(&mut second).is_pending());
+        let mut scope = Scope::new();
+        let first = scope.take(&pool, "a", "one");
+        scope.queue(&pool, "b", "gone");
         assert_eq!(pool.sizes(), (1, 1));
-        drop(second);
+        pool.forget_object(&object("b", "gone"));
         assert_eq!(pool.sizes(), (1, 0));
+        scope.queue(&pool, "b", "gone-later");
+        drop(first);
+        assert_eq!(scope.sent_back(), ["gone-later"]);
+        assert_eq!(pool.sizes(), (1, 0), "a worker is kept for it");
+        pool.forget_object(&object("b", "gone-later"));
+        assert_eq!(pool.sizes(), (0, 0));
+        let _again = scope.take(&pool, "b", "next");
+    }
+
+    #[test]
+    fn a_worker_kept_for_an_object_nobody_comes_for_is_freed_after_a_while() {
+        let mut state = State::default();
+        let now = Instant::now();
+        state.lend("a".to_owned(), Some(object("a", "never")));
+        state.lend("a".to_owned(), None);
+        state.expire(now);
+        assert_eq!(state.busy.len(), 2);
+        state.expire(now + KEPT_FOR + Duration::from_millis(1));
+        assert_eq!(state.busy.len(), 1, "the pass that runs keeps its worker");
+        assert!(state.busy[0].kept.is_none());
+    }
+
+    #[test]
+    fn a_worker_is_not_kept_for_a_controller_that_has_stopped() {
+        let pool = Workers::new(1);
+        let scope = Scope::new();
+        let first = scope.take(&pool, "a", "one");
+        scope.queue(&pool, "a", "two");
+        drop(scope);
         drop(first);
         assert_eq!(pool.sizes(), (0, 0));
-        let _again = take(&pool, "b");
     }
 }
