@@ -5,9 +5,10 @@
 # install it (dist/install.yaml, the Helm chart, examples/jobs/). scripts/test.sh runs this beside
 # its main phase; run it alone to work on the node tests:
 #
-#   scripts/test-node.sh                                 every node test (the modules node_* and
-#                                                        soak_node, the invariant soak on the node)
-#   scripts/test-node.sh node::failover::                 some of them (libtest filters)
+#   scripts/test-node.sh                                 every node test (the modules node:: and
+#                                                        soak::node::, the invariant soak on the node)
+#   scripts/test-node.sh node::failover:: --nocapture    some of them (libtest filters, run one
+#                                                        after the other; options go to each)
 #   scripts/test-node.sh --shell                         start the control plane and the node and
 #                                                        open a shell with KUBECONFIG and kubectl
 #                                                        set (kubectl get pods -A, logs, exec);
@@ -23,15 +24,20 @@ cd "$(dirname "$0")/.."
 . scripts/node.sh
 . scripts/helm.sh
 
-# Every module of tests/suite whose tests run on the node.
-NODE_TEST_MODULES=(node::install:: node::failover:: node::helm:: node::scale:: node::jobs:: node::upgrade:: soak::node::)
+# Every module of tests/suite whose tests run on the node, in the order they run: node::scale::
+# last, because it loads the API server most and scripts/test.sh's main phase, which runs
+# beside these, has then most likely ended.
+NODE_TEST_MODULES=(node::install:: node::failover:: node::helm:: node::jobs:: node::upgrade:: soak::node:: node::scale::)
 
 shell=
 filters=()
+# libtest's own options (--nocapture, --exact, ...) go to every run.
+options=()
 for arg in "$@"; do
   case "$arg" in
     --shell) shell=1 ;;
     --modules) printf '%s\n' "${NODE_TEST_MODULES[@]}"; exit 0 ;;
+    -*) options+=("$arg") ;;
     *) filters+=("$arg") ;;
   esac
 done
@@ -55,7 +61,13 @@ if [ -n "$shell" ]; then
   "${SHELL:-bash}" -i || true
   exit 0
 fi
-# Each line stamped with the seconds since the tests started, so a log shows what each test took.
+# One filter at a time, in the order given, each line stamped with the seconds since the tests
+# started (so a log shows what each test took); every filter runs even after one failed.
 started=$SECONDS
-cargo test --test suite --no-fail-fast -- --test-threads 1 "${filters[@]}" 2>&1 \
-  | while IFS= read -r line; do printf '[+%4ds] %s\n' "$((SECONDS - started))" "$line"; done
+status=0
+for filter in "${filters[@]}"; do
+  cargo test --test suite --no-fail-fast -- --test-threads 1 "${options[@]}" "$filter" 2>&1 \
+    | while IFS= read -r line; do printf '[+%4ds] %s\n' "$((SECONDS - started))" "$line"; done \
+    || status=$?
+done
+exit "$status"

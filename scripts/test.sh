@@ -23,6 +23,15 @@ if [ -z "${DATABASE_URL:-}" ]; then
   pg_start
 fi
 
+# --pg-matrix (what CI runs): everything below, and once the main and isolated phases are done,
+# the PostgreSQL-facing suites on every other supported major (scripts/pg-matrix.sh), while the
+# node tests finish beside them.
+pg_matrix=
+if [ "$#" -eq 1 ] && [ "$1" = --pg-matrix ]; then
+  pg_matrix=1
+  shift
+fi
+
 # Without arguments: the node tests start now, in a process group of their own (ended if this run
 # is), and their output is printed when they end.
 node_modules=()
@@ -73,6 +82,15 @@ for filter in "${isolated[@]}" "${node_modules[@]}"; do skip+=(--skip "$filter")
 status=0
 cargo test --workspace --no-fail-fast -- "${skip[@]}" || status=$?
 cargo test --test suite --no-fail-fast -- --test-threads 1 "${isolated[@]}" || status=$?
+if [ -n "$pg_matrix" ]; then
+  # This run has just used the machine's server; the matrix takes every other supported major,
+  # two at a time.
+  . scripts/pg-install.sh
+  system_major=$("$(pg_bindir)/postgres" --version | awk '{split($3, v, "."); print v[1]}')
+  others=$(tr ' ' '\n' <<<"$PG_SUPPORTED_MAJORS" | grep -vx "$system_major" | tr '\n' ' ')
+  echo "test.sh: the main suite ran on PostgreSQL $system_major; the matrix runs $others" >&2
+  PG_MAJORS=$others PG_MATRIX_JOBS=2 scripts/pg-matrix.sh || status=$?
+fi
 if [ -n "$node_phase" ]; then
   node_status=0
   wait "$node_phase" || node_status=$?

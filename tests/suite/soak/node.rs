@@ -27,7 +27,7 @@
 //!
 //! It prints the counts of each disruption, the times back to Ready after each kind and the peak
 //! of the operator containers' memory cgroups against their limit. `scripts/test-node.sh
-//! soak_node::` runs it for `SOAK_SECONDS` (default 60 s); `scripts/soak.sh --node` for longer.
+//! soak::node::` runs it for `SOAK_SECONDS` (default 60 s); `scripts/soak.sh --node` for longer.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -88,14 +88,11 @@ impl Install {
         install
     }
 
-    /// Applies the overlay of `bundle` with `image` over what is installed, as an upgrade does,
-    /// and waits for the rollout and two Ready Pods running `image`; returns the time from
-    /// `kubectl apply` to the end of `kubectl rollout status`.
-    pub fn apply(&mut self, bundle: &Path, image: &'static str) -> Duration {
-        self.apply_with(bundle, image, &[])
-    }
-
-    fn apply_with(&mut self, bundle: &Path, image: &'static str, args: &[&str]) -> Duration {
+    /// Applies the overlay of `bundle` with `image` and `args` added to the operator's arguments
+    /// over what is installed, as an upgrade does, and waits for the rollout and two Ready Pods
+    /// running `image`; returns the time from `kubectl apply` to the end of `kubectl rollout
+    /// status`.
+    pub fn apply_with(&mut self, bundle: &Path, image: &'static str, args: &[&str]) -> Duration {
         let plane = self.plane;
         let dir = tempfile::tempdir().unwrap();
         overlay(dir.path(), bundle, image, args);
