@@ -84,9 +84,12 @@ trap 'exit 143' TERM
 trap 'exit 129' HUP
 interruptible() {
   "$@" &
-  local pid=$!
+  local pid=$! status=0
   PIDS+=("$pid")
-  wait "$pid"
+  wait "$pid" || status=$?
+  # Waited for: cleanup must not signal its pid, which the system may have reused.
+  unset 'PIDS[-1]'
+  return "$status"
 }
 
 rm -rf "$W" "$R"
