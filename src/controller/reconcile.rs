@@ -58,22 +58,28 @@ pub async fn reconcile(bt: Arc<BoxTable>, ctx: Arc<Context>) -> Result<Action, R
     let boxtable = boxtable_field(&bt);
     let trigger = Trigger::of(&bt);
     let object = ObjectRef::from_obj(bt.as_ref());
-    if let Some(wait) = ctx.schedule.not_due_spread(&uid, &bt, &trigger, ctx.resync) {
-        tracing::debug!(boxtable = %boxtable, due_in = ?wait, "not due: current, or no spec, deletion, consent, request or secret change since the last pass");
-        // Nor is a pass it queued for earlier.
-        ctx.workers.forget_object(&object);
-        return Ok(Action::requeue(wait));
-    }
-    if ctx.schedule.newly_requested(&uid, &trigger) {
-        tracing::info!(boxtable = %boxtable, "reconcile requested by annotation; retrying now with the backoff reset");
-        ctx.backoff.on_success(&uid);
-    }
     // Every pass runs on one of the pool's workers (see `workers`). Without one it is queued
     // there and this reconcile ends: the pool sends the object back when a worker is kept for
     // it. The requeue after a resync interval only covers a worker kept too long for it.
-    let worker = match ctx.workers.enter(&namespace, &object, &ctx.requeue) {
-        Entry::Run(worker) => worker,
-        Entry::Queued => return Ok(Action::requeue(ctx.resync)),
+    let worker = match ctx.workers.claim(&object) {
+        // Queued earlier because it was due then; whether it was is not asked again (a Secret
+        // change that made it due, for one, is only told once).
+        Some(Entry::Run(worker)) => worker,
+        Some(Entry::Queued) => return Ok(Action::requeue(ctx.resync)),
+        None => {
+            if let Some(wait) = ctx.schedule.not_due_spread(&uid, &bt, &trigger, ctx.resync) {
+                tracing::debug!(boxtable = %boxtable, due_in = ?wait, "not due: current, or no spec, deletion, consent, request or secret change since the last pass");
+                return Ok(Action::requeue(wait));
+            }
+            if ctx.schedule.newly_requested(&uid, &trigger) {
+                tracing::info!(boxtable = %boxtable, "reconcile requested by annotation; retrying now with the backoff reset");
+                ctx.backoff.on_success(&uid);
+            }
+            match ctx.workers.enter(&namespace, &object, &ctx.requeue) {
+                Entry::Run(worker) => worker,
+                Entry::Queued => return Ok(Action::requeue(ctx.resync)),
+            }
+        }
     };
     if ctx.shutdown.is_cancelled() {
         return Ok(Action::await_change());

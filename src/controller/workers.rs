@@ -240,9 +240,33 @@ impl Workers {
         changed
     }
 
-    /// A worker for a pass of `object` (in `namespace`): the one kept for it if its turn has
-    /// come, else a free one if the rules let it start now, else none, and the object is queued
-    /// (once, however often it asks) to come back through `requeue` when a worker is kept for it.
+    /// Where `object` already stands: the worker kept for it, now taken, if its turn has come;
+    /// [`Entry::Queued`] while it waits for its turn; `None` when it has not asked.
+    pub fn claim(self: &Arc<Self>, object: &ObjectRef<BoxTable>) -> Option<Entry> {
+        let id = self.settle(|state| {
+            if let Some(busy) = state
+                .busy
+                .iter_mut()
+                .find(|b| b.kept.as_ref().is_some_and(|(kept, _)| kept == object))
+            {
+                busy.kept = None;
+                return Some(Some(busy.id));
+            }
+            state.queued.contains(object).then_some(None)
+        })?;
+        Some(match id {
+            Some(id) => Entry::Run(Worker {
+                pool: self.clone(),
+                id,
+            }),
+            None => Entry::Queued,
+        })
+    }
+
+    /// A worker for a pass of `object` (in `namespace`) that has not asked before (see
+    /// [`Workers::claim`]): a free one if the rules let it start now, else none, and the object
+    /// is queued (once, however often it asks) to come back through `requeue` when a worker is
+    /// kept for it.
     pub fn enter(
         self: &Arc<Self>,
         namespace: &str,
@@ -251,14 +275,6 @@ impl Workers {
     ) -> Entry {
         let (total, share) = (self.total, self.share());
         let id = self.settle(|state| {
-            if let Some(busy) = state
-                .busy
-                .iter_mut()
-                .find(|b| b.kept.as_ref().is_some_and(|(kept, _)| kept == object))
-            {
-                busy.kept = None;
-                return Some(busy.id);
-            }
             if state.queued.contains(object) {
                 return None;
             }
@@ -373,6 +389,15 @@ mod tests {
             );
         }
 
+        /// Takes the worker kept for `namespace/name`.
+        fn claim(&self, pool: &Arc<Workers>, namespace: &str, name: &str) -> Worker {
+            match pool.claim(&object(namespace, name)) {
+                Some(Entry::Run(worker)) => worker,
+                Some(Entry::Queued) => panic!("{namespace}/{name} is still queued"),
+                None => panic!("{namespace}/{name} never asked"),
+            }
+        }
+
         /// The objects sent back so far, in order.
         fn sent_back(&mut self) -> Vec<String> {
             let mut names = Vec::new();
@@ -404,7 +429,7 @@ mod tests {
         drop(held);
         assert_eq!(scope.sent_back(), ["t4"], "the freed worker is kept for t4");
         assert_eq!(pool.sizes(), (1, 0));
-        let _t4 = scope.take(&pool, "busy", "t4");
+        let _t4 = scope.claim(&pool, "busy", "t4");
         assert_eq!(pool.sizes(), (1, 0), "t4 took the worker kept for it");
     }
 
@@ -413,9 +438,17 @@ mod tests {
         let pool = Workers::new(1);
         let mut scope = Scope::new();
         let first = scope.take(&pool, "a", "one");
+        assert!(
+            pool.claim(&object("a", "two")).is_none(),
+            "it has not asked"
+        );
         for _ in 0..3 {
             scope.queue(&pool, "a", "two");
         }
+        assert!(matches!(
+            pool.claim(&object("a", "two")),
+            Some(Entry::Queued)
+        ));
         assert_eq!(pool.sizes(), (1, 1));
         drop(first);
         assert_eq!(scope.sent_back(), ["two"]);
@@ -434,12 +467,15 @@ mod tests {
         // A freed worker goes to the namespace below its share, though noisy asked first.
         noisy.pop();
         assert_eq!(scope.sent_back(), ["q0"]);
-        let _quiet = scope.take(&pool, "quiet", "q0");
-        scope.queue(&pool, "noisy", "n4");
+        let _quiet = scope.claim(&pool, "quiet", "q0");
+        assert!(matches!(
+            pool.claim(&object("noisy", "n4")),
+            Some(Entry::Queued)
+        ));
         // Nothing else waits: noisy may take the next free one again.
         noisy.pop();
         assert_eq!(scope.sent_back(), ["n4"]);
-        let _n4 = scope.take(&pool, "noisy", "n4");
+        let _n4 = scope.claim(&pool, "noisy", "n4");
     }
 
     #[tokio::test]
