@@ -26,7 +26,7 @@ use super::finalizer;
 use super::schedule::Trigger;
 use super::secrets::{DatabaseSecret, SecretError};
 use super::wording::{Stopped, boxtable_field, deadline_message, not_done};
-use super::workers::{Entry, Worker};
+use super::workers::{Entry, Lane, Worker};
 use super::write::InFlight;
 use crate::crd::BoxTable;
 use crate::migrate::{Plan, RunPath};
@@ -61,7 +61,13 @@ pub async fn reconcile(bt: Arc<BoxTable>, ctx: Arc<Context>) -> Result<Action, R
     // Every pass runs on one of the pool's workers (see `workers`). Without one it is queued
     // there and this reconcile ends: the pool sends the object back when a worker is kept for
     // it. The requeue after a resync interval only covers a worker kept too long for it.
-    let worker = match ctx.workers.claim(&object) {
+    // Work (anything but the periodic check of a current object) goes ahead of checks.
+    let lane = if super::schedule::is_current(&bt) {
+        Lane::Check
+    } else {
+        Lane::Work
+    };
+    let worker = match ctx.workers.claim(&object, lane) {
         // Queued earlier because it was due then; whether it was is not asked again (a Secret
         // change that made it due, for one, is only told once).
         Some(Entry::Run(worker)) => worker,
@@ -75,7 +81,7 @@ pub async fn reconcile(bt: Arc<BoxTable>, ctx: Arc<Context>) -> Result<Action, R
                 tracing::info!(boxtable = %boxtable, "reconcile requested by annotation; retrying now with the backoff reset");
                 ctx.backoff.on_success(&uid);
             }
-            match ctx.workers.enter(&namespace, &object, &ctx.requeue) {
+            match ctx.workers.enter(&namespace, &object, &ctx.requeue, lane) {
                 Entry::Run(worker) => worker,
                 Entry::Queued => return Ok(Action::requeue(ctx.resync)),
             }

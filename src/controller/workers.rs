@@ -2,7 +2,10 @@
 //! namespace, and how the workers are shared out when namespaces compete for them.
 //!
 //! The rules, all in [`State`]:
-//! - A pass starts when a worker is free, in the order the passes asked.
+//! - A pass starts when a worker is free, in the order the passes asked, work before checks: a
+//!   pass with something to do (a new object, a spec change, an interrupted migration, a deletion,
+//!   a request) goes ahead of every queued periodic check of an object already current (see
+//!   [`Lane`]), so a new tenant's BoxTable never waits behind a fleet's resync.
 //! - While a pass of another namespace waits for a worker (contention), a namespace gets a new
 //!   worker only while it holds fewer than its share, half the workers rounded up. With nothing
 //!   else waiting, one namespace may use every worker.
@@ -23,7 +26,7 @@
 //! they cost nothing until their turn. A kept worker nobody comes for is freed after
 //! [`KEPT_FOR`], and one kept for a deleted object when the watch sees it go.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -78,14 +81,25 @@ struct Queued {
     requeue: Requeue,
 }
 
+/// Which queue a pass waits in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lane {
+    /// Something to do: served first.
+    Work,
+    /// The periodic check of an object already current (see
+    /// [`super::schedule::is_current`]): served when no work waits.
+    Check,
+}
+
 /// Who holds a worker and who waits for one.
 #[derive(Default)]
 struct State {
     busy: Vec<Busy>,
-    queue: VecDeque<Queued>,
-    /// The objects in `queue`, and how many of them each namespace has (so that neither asking
-    /// whether an object is queued nor counting the others' passes walks the queue).
-    queued: HashSet<ObjectRef<BoxTable>>,
+    work: VecDeque<Queued>,
+    checks: VecDeque<Queued>,
+    /// The objects queued and in which lane, and how many of them each namespace has (so that
+    /// neither asking whether an object is queued nor counting the others' passes walks a queue).
+    queued: HashMap<ObjectRef<BoxTable>, Lane>,
     waiting: HashMap<String, usize>,
     next_id: u64,
 }
@@ -100,17 +114,24 @@ impl State {
 
     /// Passes of namespaces other than `namespace` waiting for a worker.
     fn others_waiting(&self, namespace: &str) -> usize {
-        self.queue.len() - self.waiting.get(namespace).copied().unwrap_or(0)
+        self.queued.len() - self.waiting.get(namespace).copied().unwrap_or(0)
     }
 
-    fn enqueue(&mut self, queued: Queued) {
-        self.queued.insert(queued.object.clone());
+    fn lane(&mut self, lane: Lane) -> &mut VecDeque<Queued> {
+        match lane {
+            Lane::Work => &mut self.work,
+            Lane::Check => &mut self.checks,
+        }
+    }
+
+    fn enqueue(&mut self, lane: Lane, queued: Queued) {
+        self.queued.insert(queued.object.clone(), lane);
         *self.waiting.entry(queued.namespace.clone()).or_default() += 1;
-        self.queue.push_back(queued);
+        self.lane(lane).push_back(queued);
     }
 
-    fn dequeue(&mut self, i: usize) -> Option<Queued> {
-        let queued = self.queue.remove(i)?;
+    fn dequeue(&mut self, lane: Lane, i: usize) -> Option<Queued> {
+        let queued = self.lane(lane).remove(i)?;
         self.queued.remove(&queued.object);
         if let Some(n) = self.waiting.get_mut(&queued.namespace) {
             *n -= 1;
@@ -141,16 +162,38 @@ impl State {
         id
     }
 
+    /// The first queued pass that may start: work before checks.
+    fn next(&self, total: usize, share: usize) -> Option<(Lane, usize)> {
+        if self.busy.len() >= total {
+            return None;
+        }
+        [(Lane::Work, &self.work), (Lane::Check, &self.checks)]
+            .into_iter()
+            .find_map(|(lane, queue)| {
+                queue
+                    .iter()
+                    .position(|q| self.may_start(total, share, &q.namespace))
+                    .map(|i| (lane, i))
+            })
+    }
+
+    /// Moves a queued check of `object` to the work lane, behind the work already there.
+    fn promote(&mut self, object: &ObjectRef<BoxTable>) {
+        if self.queued.get(object) != Some(&Lane::Check) {
+            return;
+        }
+        if let Some(i) = self.checks.iter().position(|q| &q.object == object)
+            && let Some(queued) = self.dequeue(Lane::Check, i)
+        {
+            self.enqueue(Lane::Work, queued);
+        }
+    }
+
     /// Keeps free workers for the first queued objects that may start, and sends each back to
     /// its controller.
     fn dispatch(&mut self, total: usize, share: usize) {
-        if self.busy.len() >= total {
-            return;
-        }
-        while let Some(i) =
-            (0..self.queue.len()).find(|&i| self.may_start(total, share, &self.queue[i].namespace))
-        {
-            let Some(next) = self.dequeue(i) else {
+        while let Some((lane, i)) = self.next(total, share) {
+            let Some(next) = self.dequeue(lane, i) else {
                 return;
             };
             let id = self.lend(next.namespace, Some(next.object.clone()));
@@ -241,8 +284,9 @@ impl Workers {
     }
 
     /// Where `object` already stands: the worker kept for it, now taken, if its turn has come;
-    /// [`Entry::Queued`] while it waits for its turn; `None` when it has not asked.
-    pub fn claim(self: &Arc<Self>, object: &ObjectRef<BoxTable>) -> Option<Entry> {
+    /// [`Entry::Queued`] while it waits for its turn (moved to the work lane if it now has
+    /// work: `lane`); `None` when it has not asked.
+    pub fn claim(self: &Arc<Self>, object: &ObjectRef<BoxTable>, lane: Lane) -> Option<Entry> {
         let id = self.settle(|state| {
             if let Some(busy) = state
                 .busy
@@ -252,7 +296,10 @@ impl Workers {
                 busy.kept = None;
                 return Some(Some(busy.id));
             }
-            state.queued.contains(object).then_some(None)
+            if lane == Lane::Work {
+                state.promote(object);
+            }
+            state.queued.contains_key(object).then_some(None)
         })?;
         Some(match id {
             Some(id) => Entry::Run(Worker {
@@ -265,17 +312,21 @@ impl Workers {
 
     /// A worker for a pass of `object` (in `namespace`) that has not asked before (see
     /// [`Workers::claim`]): a free one if the rules let it start now, else none, and the object
-    /// is queued (once, however often it asks) to come back through `requeue` when a worker is
-    /// kept for it.
+    /// is queued in `lane` (once, however often it asks) to come back through `requeue` when a
+    /// worker is kept for it.
     pub fn enter(
         self: &Arc<Self>,
         namespace: &str,
         object: &ObjectRef<BoxTable>,
         requeue: &Requeue,
+        lane: Lane,
     ) -> Entry {
         let (total, share) = (self.total, self.share());
         let id = self.settle(|state| {
-            if state.queued.contains(object) {
+            if state.queued.contains_key(object) {
+                if lane == Lane::Work {
+                    state.promote(object);
+                }
                 return None;
             }
             // Every queued pass that may start has just been given a worker, so one that may
@@ -283,11 +334,14 @@ impl Workers {
             if state.may_start(total, share, namespace) {
                 return Some(state.lend(namespace.to_owned(), None));
             }
-            state.enqueue(Queued {
-                namespace: namespace.to_owned(),
-                object: object.clone(),
-                requeue: requeue.clone(),
-            });
+            state.enqueue(
+                lane,
+                Queued {
+                    namespace: namespace.to_owned(),
+                    object: object.clone(),
+                    requeue: requeue.clone(),
+                },
+            );
             None
         });
         match id {
@@ -303,7 +357,7 @@ impl Workers {
     pub fn forget_object(&self, object: &ObjectRef<BoxTable>) {
         let known = {
             let state = self.state();
-            state.queued.contains(object)
+            state.queued.contains_key(object)
                 || state
                     .busy
                     .iter()
@@ -313,10 +367,10 @@ impl Workers {
             return;
         }
         self.settle(|state| {
-            if state.queued.contains(object)
-                && let Some(i) = state.queue.iter().position(|q| &q.object == object)
+            if let Some(&lane) = state.queued.get(object)
+                && let Some(i) = state.lane(lane).iter().position(|q| &q.object == object)
             {
-                state.dequeue(i);
+                state.dequeue(lane, i);
             }
             state
                 .busy
@@ -327,7 +381,7 @@ impl Workers {
     /// Workers in use (kept ones among them) and passes waiting for one.
     pub fn sizes(&self) -> (usize, usize) {
         let state = self.state();
-        (state.busy.len(), state.queue.len())
+        (state.busy.len(), state.queued.len())
     }
 }
 
@@ -372,7 +426,28 @@ mod tests {
         }
 
         fn enter(&self, pool: &Arc<Workers>, namespace: &str, name: &str) -> Entry {
-            pool.enter(namespace, &object(namespace, name), &self.requeue)
+            pool.enter(
+                namespace,
+                &object(namespace, name),
+                &self.requeue,
+                Lane::Work,
+            )
+        }
+
+        /// Queues the periodic check of `namespace/name`.
+        fn queue_check(&self, pool: &Arc<Workers>, namespace: &str, name: &str) {
+            assert!(
+                matches!(
+                    pool.enter(
+                        namespace,
+                        &object(namespace, name),
+                        &self.requeue,
+                        Lane::Check
+                    ),
+                    Entry::Queued
+                ),
+                "{namespace}/{name} got a worker"
+            );
         }
 
         fn take(&self, pool: &Arc<Workers>, namespace: &str, name: &str) -> Worker {
@@ -391,7 +466,7 @@ mod tests {
 
         /// Takes the worker kept for `namespace/name`.
         fn claim(&self, pool: &Arc<Workers>, namespace: &str, name: &str) -> Worker {
-            match pool.claim(&object(namespace, name)) {
+            match pool.claim(&object(namespace, name), Lane::Check) {
                 Some(Entry::Run(worker)) => worker,
                 Some(Entry::Queued) => panic!("{namespace}/{name} is still queued"),
                 None => panic!("{namespace}/{name} never asked"),
@@ -434,19 +509,47 @@ mod tests {
     }
 
     #[test]
+    fn work_goes_ahead_of_every_queued_check_and_a_check_that_finds_work_moves_up() {
+        let pool = Workers::new(1);
+        let mut scope = Scope::new();
+        let running = scope.take(&pool, "fleet", "running");
+        for i in 0..3 {
+            scope.queue_check(&pool, "fleet", &format!("c{i}"));
+        }
+        scope.queue(&pool, "tenant", "new");
+        // c2's spec changed while it waited: it now has work, behind the work already queued.
+        assert!(matches!(
+            pool.claim(&object("fleet", "c2"), Lane::Work),
+            Some(Entry::Queued)
+        ));
+        assert_eq!(pool.sizes(), (1, 4));
+        let mut order = Vec::new();
+        let mut worker = running;
+        for _ in 0..4 {
+            drop(worker);
+            let sent = scope.sent_back();
+            assert_eq!(sent.len(), 1, "one worker, one object at a time: {sent:?}");
+            let namespace = if sent[0] == "new" { "tenant" } else { "fleet" };
+            worker = scope.claim(&pool, namespace, &sent[0]);
+            order.push(sent[0].clone());
+        }
+        assert_eq!(order, ["new", "c2", "c0", "c1"]);
+    }
+
+    #[test]
     fn a_queued_object_is_queued_once_however_often_it_asks() {
         let pool = Workers::new(1);
         let mut scope = Scope::new();
         let first = scope.take(&pool, "a", "one");
         assert!(
-            pool.claim(&object("a", "two")).is_none(),
+            pool.claim(&object("a", "two"), Lane::Check).is_none(),
             "it has not asked"
         );
         for _ in 0..3 {
             scope.queue(&pool, "a", "two");
         }
         assert!(matches!(
-            pool.claim(&object("a", "two")),
+            pool.claim(&object("a", "two"), Lane::Check),
             Some(Entry::Queued)
         ));
         assert_eq!(pool.sizes(), (1, 1));
@@ -469,7 +572,7 @@ mod tests {
         assert_eq!(scope.sent_back(), ["q0"]);
         let _quiet = scope.claim(&pool, "quiet", "q0");
         assert!(matches!(
-            pool.claim(&object("noisy", "n4")),
+            pool.claim(&object("noisy", "n4"), Lane::Check),
             Some(Entry::Queued)
         ));
         // Nothing else waits: noisy may take the next free one again.
