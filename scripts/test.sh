@@ -51,11 +51,31 @@ fi
 # Helm 3 and Helm 4 for the chart tests (tests/suite/install/helm_chart.rs); built once, like the control plane.
 helm_build
 
-cargo build --workspace --bins
+# bash runs a trap only once its foreground command has ended, so the long commands below run
+# through `interruptible`: in a process group of their own, waited for, which a signal interrupts
+# at once; the EXIT trap then ends that group before the traps above stop PostgreSQL and the
+# control plane.
+running=
+existing=$(eval "set -- $(trap -p EXIT)"; printf '%s' "${3:-}")
+# shellcheck disable=SC2064
+trap "[ -z \"\$running\" ] || kill -TERM -- -\"\$running\" 2>/dev/null${existing:+; $existing}" EXIT
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
+interruptible() {
+  setsid "$@" &
+  running=$!
+  local status=0
+  wait "$running" || status=$?
+  running=
+  return "$status"
+}
+
+interruptible cargo build --workspace --bins
 # Arguments go to cargo test as they are (for example `--test suite -- lock_wait::advisory_lock::`), and then that is
 # all that runs.
 if [ $# -gt 0 ]; then
-  cargo test --workspace --no-fail-fast "$@"
+  interruptible cargo test --workspace --no-fail-fast "$@"
   exit
 fi
 
@@ -80,8 +100,8 @@ for filter in "${isolated[@]}" "${node_modules[@]}"; do skip+=(--skip "$filter")
 # Every test binary runs even after one fails, and the isolated phase runs even after the main one
 # failed, so a red run shows every failure at once.
 status=0
-cargo test --workspace --no-fail-fast -- "${skip[@]}" || status=$?
-cargo test --test suite --no-fail-fast -- --test-threads 1 "${isolated[@]}" || status=$?
+interruptible cargo test --workspace --no-fail-fast -- "${skip[@]}" || status=$?
+interruptible cargo test --test suite --no-fail-fast -- --test-threads 1 "${isolated[@]}" || status=$?
 if [ -n "$pg_matrix" ]; then
   # This run has just used the machine's server; the matrix takes every other supported major,
   # two at a time.
@@ -89,7 +109,7 @@ if [ -n "$pg_matrix" ]; then
   system_major=$("$(pg_bindir)/postgres" --version | awk '{split($3, v, "."); print v[1]}')
   others=$(tr ' ' '\n' <<<"$PG_SUPPORTED_MAJORS" | grep -vx "$system_major" | tr '\n' ' ')
   echo "test.sh: the main suite ran on PostgreSQL $system_major; the matrix runs $others" >&2
-  PG_MAJORS=$others PG_MATRIX_JOBS=2 scripts/pg-matrix.sh || status=$?
+  PG_MAJORS=$others PG_MATRIX_JOBS=2 interruptible scripts/pg-matrix.sh || status=$?
 fi
 if [ -n "$node_phase" ]; then
   node_status=0

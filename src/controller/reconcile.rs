@@ -83,7 +83,10 @@ pub async fn reconcile(bt: Arc<BoxTable>, ctx: Arc<Context>) -> Result<Action, R
             }
             match ctx.workers.enter(&namespace, &object, &ctx.requeue, lane) {
                 Entry::Run(worker) => worker,
-                Entry::Queued => return Ok(Action::requeue(ctx.resync)),
+                Entry::Queued => {
+                    tracing::debug!(boxtable = %boxtable, ?lane, "no free worker: queued until one is kept for it");
+                    return Ok(Action::requeue(ctx.resync));
+                }
             }
         }
     };

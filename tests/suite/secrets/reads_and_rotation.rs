@@ -3,7 +3,8 @@
 //! resourceVersion and never a GET (a resync of an unchanged Secret reads nothing, a rotated one
 //! is read again at once), `--secret-label-selector` sent to the API server with every read (a
 //! referenced Secret without the labels is Stalled, saying so, and its data never sent), and
-//! conflicts between BoxTables found across Secrets that name the same database.
+//! conflicts between BoxTables found across Secrets that name the same database, and a rotation
+//! that arrives while every worker is busy acted on when one frees.
 
 use std::time::Duration;
 
@@ -13,6 +14,7 @@ use serde_json::json;
 
 use crate::support;
 use crate::support::Sql;
+use crate::support::black_hole::BlackHole;
 use crate::support::controller::*;
 use boxtable_operator::crd::{
     ChannelBindingParameter, ConnectionKeys, ConnectionParameters, SslModeParameter,
@@ -224,6 +226,53 @@ async fn a_rotated_secret_is_noticed_by_the_metadata_watch_and_read_again() {
     rotate(&h, &h.db.url.clone()).await;
     h.wait_ready("orders").await;
     assert_eq!(h.secret_reads(SECRET), 3);
+}
+
+/// The harness's `--concurrency`.
+const WORKERS: usize = 4;
+
+#[tokio::test]
+async fn a_secret_rotated_while_every_worker_is_busy_is_acted_on_when_a_worker_frees() {
+    // A Secret change is told to the schedule once. Its pass, queued because no worker was free,
+    // must still run when its turn comes, not be found "not due" then and wait for a resync
+    // that does not come here.
+    let h = Harness::builder().resync(NO_RESYNC).start().await;
+    h.apply(boxtable("orders")).await;
+    h.wait_ready("orders").await;
+
+    // One Secret each (a password of its own makes a target of its own), so that no pass waits
+    // for another's session: each connects to the black hole and waits there.
+    let hole = BlackHole::start().await;
+    for i in 0..WORKERS {
+        let name = format!("stuck-{i}");
+        create_secret(&h, &name, &hole.url(&format!("pw-{i}")), json!({})).await;
+        h.apply(
+            boxtable(&name)
+                .table(&format!("stuck_{i}"))
+                .secret(&name)
+                .lock_timeout("2s"),
+        )
+        .await;
+    }
+    wait_until("every worker to wait on the black hole", || async {
+        hole.accepted() >= WORKERS
+    })
+    .await;
+
+    rotate(&h, &wrong_password(&h)).await;
+    wait_until("the rotated Secret's pass to be queued", || async {
+        h.logs()
+            .lines()
+            .any(|l| l.contains("no free worker: queued") && l.contains("/orders"))
+    })
+    .await;
+    assert!(
+        is_ready(&h.get("orders").await),
+        "nothing could run orders' pass while every worker waited"
+    );
+    // The stuck passes end at their budget (2 s + 15 s), and the first worker freed is kept
+    // for orders.
+    h.wait_stalled("orders", "AuthenticationFailed").await;
 }
 
 #[tokio::test]
