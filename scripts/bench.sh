@@ -364,7 +364,7 @@ interruptible python3 "$BENCH/scale.py" --server "$CONTROL_PLANE_SERVER" --ca "$
   "${SCALE_OPERATOR[@]}" --database-url "$B6_URL" --psql "$PSQL" \
   --admin-url "$DATABASE_URL" --database b6 --workdir "$W" \
   --count "$BOXTABLES" --schemas "$SCHEMAS" --secrets "$NOISE_SECRETS" --secret-kib "$NOISE_KIB" \
-  --new "$NEW" --new-gap "$NEW_GAP" --json "$SCALE_JSON"
+  --new "$NEW" --new-gap "$NEW_GAP" --ddl-template "$BENCH/outbox_v8.sql.in" --json "$SCALE_JSON"
 fi
 
 # ---------------------------------------------------------------- the table

@@ -216,12 +216,21 @@ def item6_rows(d, where):
     metric = d.get("sessions_metric")
     row("6", "… database sessions opened (pg_stat_database.sessions)", f"{d['sessions_opened']}",
         "" if metric is None else f"{metric:.0f} (operator's own metric)", "", "report", "reported")
+    if "floor_api_seconds" in d:
+        api, ddl = d["floor_api_seconds"], d["floor_psql_seconds"]
+        slower = max(api, ddl)
+        row("6", f"… against the floor: the same {d['floor_api_objects']} status writes + Events over "
+            f"{d['floor_threads']} connections ({api:.1f} s), the same DDL by {d['floor_concurrency']} psql at once "
+            f"({ddl:.1f} s); ratio to the slower", f"{d['converge_seconds']:.1f} s", f"{slower:.1f} s (floor)",
+            ratio(d["converge_seconds"], slower), "≤ 1.3x", verdict(d["converge_seconds"] <= 1.3 * slower))
     new_rows(d, "new_while_resyncing", "in the Ready fleet while it resyncs at its interval")
     if "resync_seconds" in d:
         row("6", f"no-op resync of all {n} (operator restart: list + one pass each), start → "
             f"{d['resync_passes']:.0f} passes", f"{d['resync_seconds']:.1f} s", "", "", "report", "reported")
-        row("6", "… status writes during the resync (audit log)", f"{d['resync_status_writes']}", "", "", "0",
-            verdict(d["resync_status_writes"] == 0))
+        # The BoxTables created during the resync write their own status once each.
+        new = (d.get("new_after_restart") or {}).get("count", 0)
+        row("6", "… status writes during the resync (audit log)" + (f", the {new} new BoxTables' own among them" if new else ""),
+            f"{d['resync_status_writes']}", "", "", f"{new}", verdict(d["resync_status_writes"] == new))
         row("6", "… API requests / sessions opened / peak RSS during the resync",
             f"{d['resync_requests']} / {d['resync_sessions_opened']} / {d['resync_peak_rss_kib'] / 1024:.1f} MiB",
             "", "", "peak RSS < 64 MiB", verdict(d["resync_peak_rss_kib"] / 1024 < 64))

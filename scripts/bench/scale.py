@@ -42,6 +42,7 @@ server's Pod proxy.
 """
 import argparse
 import base64
+import datetime
 import concurrent.futures
 import http.client
 import json
@@ -327,7 +328,6 @@ def audit_rates(args, start, end):
     if not per_second:
         return {"peak_per_second": 0, "peak_per_10s": 0, "seconds": 0}
     counts = [per_second[k] for k in sorted(per_second)]
-    import datetime
     stamps = sorted(datetime.datetime.fromisoformat(k) for k in per_second)
     by_ten = {}
     for k, n in per_second.items():
@@ -406,6 +406,98 @@ def new_boxtables(args, api, prefix, count):
     waits = [watch.ready_at[n] - posted[n] for n in posted]
     return {"count": count, "gap_seconds": args.new_gap, "p50": percentile(waits, 50),
             "p95": percentile(waits, 95), "max": max(waits), "first_ten": [round(w, 2) for w in waits[:10]]}
+
+
+def list_all(api, path):
+    """Every item of a LIST, 500 at a time."""
+    items, cont = [], ""
+    while True:
+        status, body = api.call("GET", f"{path}?limit=500" + (f"&continue={urllib.parse.quote(cont)}" if cont else ""))
+        expect(status, body, (200,), f"listing {path}")
+        page = json.loads(body)
+        items += page["items"]
+        cont = page["metadata"].get("continue")
+        if not cont:
+            return items
+
+
+def api_floor(args, objects):
+    """The API writes the operator must make for each new BoxTable, and nothing else: one status
+    write (server-side apply of the status it wrote, under its field manager, with one word of
+    the Ready message changed so that the API server stores it) and one Event, over --threads
+    keep-alive connections, as fast as the API server takes them. Returns the seconds taken."""
+    local = threading.local()
+
+    def one(obj):
+        if not hasattr(local, "api"):
+            local.api = Api(args)
+        name = obj["metadata"]["name"]
+        status = json.loads(json.dumps(obj.get("status") or {}))
+        for c in status.get("conditions") or []:
+            if c.get("type") == "Ready":
+                c["message"] = (c.get("message") or "") + " (floor)"
+        apply = json.dumps({"apiVersion": "brighter.dev/v1alpha1", "kind": "BoxTable",
+                            "metadata": {"name": name, "namespace": "bench"}, "status": status}).encode()
+        code, payload = local.api.call(
+            "PATCH", f"{BOXTABLES}/{name}/status?fieldManager=boxtable-operator&force=true", apply,
+            content_type="application/apply-patch+yaml")
+        expect(code, payload, (200,), f"status of {name}")
+        now = datetime.datetime.now(datetime.timezone.utc)
+        event = json.dumps({
+            "apiVersion": "events.k8s.io/v1", "kind": "Event",
+            "metadata": {"name": f"{name}.floor{time.monotonic_ns():x}", "namespace": "bench"},
+            "eventTime": now.strftime("%Y-%m-%dT%H:%M:%S.%fZ"), "type": "Normal", "reason": "Migrated",
+            "action": "Migrate", "note": f"migrated bench/{name} from version 0 to 8 (floor)",
+            "regarding": {"apiVersion": "brighter.dev/v1alpha1", "kind": "BoxTable", "name": name,
+                          "namespace": "bench", "uid": obj["metadata"]["uid"]},
+            "reportingController": "boxtable-operator", "reportingInstance": "floor",
+        }).encode()
+        code, payload = local.api.call("POST", "/apis/events.k8s.io/v1/namespaces/bench/events", event)
+        expect(code, payload, (201,), f"event of {name}")
+
+    started = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(args.threads) as pool:
+        for f in concurrent.futures.as_completed([pool.submit(one, o) for o in objects]):
+            f.result()
+    return time.monotonic() - started
+
+
+def psql_floor(args, count, schemas):
+    """The DDL the operator runs for `count` new outboxes (--ddl-template, each table in its own
+    transaction), by --floor-concurrency psql processes at once on a fresh database with the same
+    schemas. Returns the seconds taken."""
+    template = "\n".join(l for l in open(args.ddl_template, encoding="utf-8").read().splitlines()
+                         if not l.startswith("--")) + "\n"
+    database = f"{args.database}_floor"
+    admin = [args.psql, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", args.admin_url]
+    subprocess.run(admin + ["-c", f"DROP DATABASE IF EXISTS {database} WITH (FORCE)", "-c", f"CREATE DATABASE {database}"],
+                   check=True)
+    url = args.admin_url.rsplit("/", 1)[0] + "/" + database
+    subprocess.run([args.psql, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", url, "-c",
+                    "".join(f"CREATE SCHEMA s{i:04d};" for i in range(1, schemas + 1))], check=True)
+    n = args.floor_concurrency
+    files = [os.path.join(args.workdir, f"floor-{k}.sql") for k in range(n)]
+    outs = [open(f, "w", encoding="utf-8") for f in files]
+    for i in range(count):
+        schema, table = f"s{i % schemas + 1:04d}", f"t{i // schemas:02d}"
+        ddl = template.replace("@SCHEMA@", schema).replace('"outbox"', f'"{table}"').replace(
+            "idx_outbox_", f"idx_{table}_")
+        outs[i % n].write("BEGIN;\n" + ddl + "COMMIT;\n")
+    for f in outs:
+        f.close()
+    started = time.monotonic()
+    procs = [subprocess.Popen([args.psql, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", url, "-f", f]) for f in files]
+    codes = [p.wait() for p in procs]
+    took = time.monotonic() - started
+    if any(codes):
+        sys.exit(f"scale: the psql floor failed: {codes}")
+    made = subprocess.run([args.psql, "-X", "-tA", "-d", url, "-c",
+                           "SELECT count(*) FROM pg_tables WHERE schemaname LIKE 's%'"],
+                          check=True, capture_output=True, text=True).stdout.strip()
+    if int(made) != count:
+        sys.exit(f"scale: the psql floor made {made} tables, not {count}")
+    subprocess.run(admin + ["-c", f"DROP DATABASE {database} WITH (FORCE)"], check=True)
+    return took
 
 
 class Operator:
@@ -625,6 +717,8 @@ def main():
     ap.add_argument("--secret-kib", type=int, default=200)
     ap.add_argument("--threads", type=int, default=8)
     ap.add_argument("--timeout", type=float, default=900)
+    ap.add_argument("--ddl-template", help="with it, the floor runs once the operator has stopped")
+    ap.add_argument("--floor-concurrency", type=int, default=4, help="psql processes: the operator's workers")
     args = ap.parse_args()
     api = Api(args)
     out = {"count": args.count, "schemas": args.schemas, "secrets": args.secrets, "secret_kib": args.secret_kib}
@@ -746,6 +840,19 @@ def main():
         f"{out['resync_status_writes']} status writes, {out['resync_sessions_opened']} sessions, "
         f"peak RSS {out['resync_peak_rss_kib'] / 1024:.1f} MiB, requests {json.dumps(out['resync_request_rate'])}\n"
         f"  {json.dumps(out['resync_figures'])}\n  by verb: {json.dumps(by, sort_keys=True)}\n")
+
+    # ---- the floor: the same API writes and the same DDL, with no operator
+    if args.ddl_template:
+        objects = [o for o in list_all(api, BOXTABLES) if is_ready(o)][: args.count]
+        out["floor_api_seconds"] = api_floor(args, objects)
+        out["floor_api_objects"] = len(objects)
+        out["floor_psql_seconds"] = psql_floor(args, args.count, args.schemas)
+        out["floor_threads"], out["floor_concurrency"] = args.threads, args.floor_concurrency
+        sys.stderr.write(
+            f"  floor: {len(objects)} status writes + Events over {args.threads} connections in "
+            f"{out['floor_api_seconds']:.1f}s; the DDL of {args.count} tables by {args.floor_concurrency} psql in "
+            f"{out['floor_psql_seconds']:.1f}s; operator {out['converge_seconds']:.1f}s = "
+            f"{out['converge_seconds'] / max(out['floor_api_seconds'], out['floor_psql_seconds']):.2f}x the slower\n")
     with open(args.json, "w", encoding="utf-8") as f:
         json.dump(out, f, indent=1)
 
