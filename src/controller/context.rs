@@ -26,6 +26,8 @@ pub struct Context {
     pub client: Client,
     /// The controller's cache of BoxTables (for Secret mapping and conflicts).
     pub store: Store<BoxTable>,
+    /// The cached BoxTables by the table they name (for conflicts).
+    pub tables: Arc<super::conflicts::TableIndex>,
     /// Publishes events.
     pub events: super::events::Publisher,
     /// Prometheus metrics.

@@ -312,10 +312,12 @@ impl Shared<'_> {
             holds.clone(),
         ));
         metrics.count_cache_entries(memory.clone());
+        let tables = Arc::new(conflicts::TableIndex::default());
         let boxtable_events = {
-            let (memory, workers) = (memory.clone(), self.workers.clone());
+            let (memory, workers, tables) = (memory.clone(), self.workers.clone(), tables.clone());
             cache::boxtables(boxtables, boxtable_writer, move |event| {
                 memory.boxtable_event(event);
+                tables.event(event);
                 // A deleted object's place in the worker queue goes with it.
                 if let watcher::Event::Delete(bt) = event {
                     workers.forget_object(&ObjectRef::from_obj(bt));
@@ -351,6 +353,7 @@ impl Shared<'_> {
         let ctx = Arc::new(Context {
             client: client.clone(),
             store: store.clone(),
+            tables,
             events: self.publisher.clone(),
             metrics: metrics.clone(),
             backoff,

@@ -336,7 +336,13 @@ async fn conflicting_owner(
     secret: &DatabaseSecret,
 ) -> Option<String> {
     let mine = conflicts::Database::of(bt, secret.connection.as_ref().ok());
-    let everyone = ctx.store.state();
+    // Only the cached objects that may name the same table (see `conflicts::TableIndex`).
+    let everyone: Vec<Arc<BoxTable>> = ctx
+        .tables
+        .same_table(bt)
+        .iter()
+        .filter_map(|object| ctx.store.get(object))
+        .collect();
     let mut databases = std::collections::HashMap::new();
     for other in conflicts::seniors(bt, everyone.iter().map(AsRef::as_ref)) {
         let namespace = other.namespace().unwrap_or_default();
