@@ -128,6 +128,39 @@ fn status_of(observed: &Observed) -> BoxTableStatus {
     desired_status(None, 1, Some(&boxtable().plan()), observed, t(0))
 }
 
+/// The status a pass at `generation` that observed `observed` at `now` writes over `previous`.
+fn status_after(
+    previous: &BoxTableStatus,
+    generation: i64,
+    observed: &Observed,
+    now: Timestamp,
+) -> BoxTableStatus {
+    desired_status(
+        Some(previous),
+        generation,
+        Some(&boxtable().plan()),
+        observed,
+        now,
+    )
+}
+
+/// The status of generation 2 of a Drop BoxTable for `scratch_outbox` being deleted.
+fn dropping_scratch_outbox(managed_elsewhere: bool) -> BoxTableStatus {
+    let plan = boxtable().table("scratch_outbox").plan();
+    let observed = Observed::Deleting {
+        policy: DeletionPolicy::Drop,
+        managed_elsewhere,
+    };
+    desired_status(None, 2, Some(&plan), &observed, t(0))
+}
+
+/// An up-to-date check at version 8 that started at `started`.
+fn up_to_date_check(started: Timestamp) -> Outcome {
+    let mut check = outcome(RunPath::UpToDate, 8, 8);
+    check.started = started;
+    check
+}
+
 fn condition<'a>(status: &'a BoxTableStatus, type_: &str) -> &'a Condition {
     status
         .conditions
@@ -224,12 +257,7 @@ fn a_transient_failure_is_retried_and_reconciling_says_so() {
 
 #[test]
 fn deleting_with_drop_is_in_progress_and_names_the_table() {
-    let plan = boxtable().table("scratch_outbox").plan();
-    let observed = Observed::Deleting {
-        policy: DeletionPolicy::Drop,
-        managed_elsewhere: false,
-    };
-    let status = desired_status(None, 2, Some(&plan), &observed, t(0));
+    let status = dropping_scratch_outbox(false);
     assert_eq!(kstatus(&status), IN_PROGRESS);
     assert_eq!(
         ready(&status),
@@ -239,12 +267,7 @@ fn deleting_with_drop_is_in_progress_and_names_the_table() {
 
 #[test]
 fn deleting_a_table_another_boxtable_manages_says_keeping_from_the_start() {
-    let plan = boxtable().table("scratch_outbox").plan();
-    let observed = Observed::Deleting {
-        policy: DeletionPolicy::Drop,
-        managed_elsewhere: true,
-    };
-    let status = desired_status(None, 2, Some(&plan), &observed, t(0));
+    let status = dropping_scratch_outbox(true);
     assert_eq!(kstatus(&status), IN_PROGRESS);
     let (reason, message) = ready(&status);
     assert_eq!(reason, "Deleting");
@@ -323,24 +346,10 @@ fn an_inbox_aims_at_version_2() {
 
 #[test]
 fn an_up_to_date_check_does_not_replace_the_last_real_run() {
-    let plan = boxtable().plan();
-    let migrated = desired_status(
-        None,
-        1,
-        Some(&plan),
-        &succeeded(RunPath::Normal, 2, 8),
-        t(0),
-    );
-    let mut check = outcome(RunPath::UpToDate, 8, 8);
-    check.started = t(300);
+    let migrated = status_of(&succeeded(RunPath::Normal, 2, 8));
+    let mut check = up_to_date_check(t(300));
     check.duration = Duration::from_millis(3);
-    let later = desired_status(
-        Some(&migrated),
-        1,
-        Some(&plan),
-        &Observed::Succeeded(check),
-        t(300),
-    );
+    let later = status_after(&migrated, 1, &Observed::Succeeded(check), t(300));
     assert_eq!(later.last_run, migrated.last_run);
 }
 
@@ -538,52 +547,24 @@ fn the_lock_once_known_survives_every_kind_of_pass_with_or_without_a_plan() {
 
 #[test]
 fn timestamps_alone_do_not_cause_a_write() {
-    let plan = boxtable().plan();
-    let first = desired_status(
-        None,
-        1,
-        Some(&plan),
-        &succeeded(RunPath::UpToDate, 8, 8),
-        t(0),
-    );
-    let mut again = outcome(RunPath::UpToDate, 8, 8);
-    again.started = t(600);
-    let second = desired_status(
-        Some(&first),
-        1,
-        Some(&plan),
-        &Observed::Succeeded(again),
-        t(600),
-    );
+    let first = status_of(&succeeded(RunPath::UpToDate, 8, 8));
+    let again = up_to_date_check(t(600));
+    let second = status_after(&first, 1, &Observed::Succeeded(again), t(600));
     assert_ne!(first, second, "the lock times moved");
     assert!(same_ignoring_timestamps(&first, &second));
 }
 
 #[test]
 fn a_changed_reason_or_generation_causes_a_write() {
-    let plan = boxtable().plan();
-    let migrated = desired_status(
-        None,
+    let migrated = status_of(&succeeded(RunPath::Normal, 2, 8));
+    let failing = status_after(
+        &migrated,
         1,
-        Some(&plan),
-        &succeeded(RunPath::Normal, 2, 8),
-        t(0),
-    );
-    let failing = desired_status(
-        Some(&migrated),
-        1,
-        Some(&plan),
         &failed(Reason::ConnectionFailed, "could not open a session"),
         t(0),
     );
     assert!(!same_ignoring_timestamps(&migrated, &failing));
-    let next_generation = desired_status(
-        Some(&migrated),
-        2,
-        Some(&plan),
-        &succeeded(RunPath::UpToDate, 8, 8),
-        t(0),
-    );
+    let next_generation = status_after(&migrated, 2, &succeeded(RunPath::UpToDate, 8, 8), t(0));
     assert!(!same_ignoring_timestamps(&migrated, &next_generation));
     assert_eq!(
         ready(&next_generation),
@@ -593,46 +574,25 @@ fn a_changed_reason_or_generation_causes_a_write() {
 
 #[test]
 fn a_check_with_nothing_to_do_after_a_migration_keeps_the_status_as_it_was() {
-    let plan = boxtable().plan();
-    let migrated = desired_status(
-        None,
-        1,
-        Some(&plan),
-        &succeeded(RunPath::Normal, 2, 8),
-        t(0),
-    );
-    let mut check = outcome(RunPath::UpToDate, 8, 8);
-    check.started = t(300);
+    let migrated = status_of(&succeeded(RunPath::Normal, 2, 8));
+    let mut check = up_to_date_check(t(300));
     check.lock = Some(AcquireReport {
         attempts: 1,
         waited: Duration::from_millis(3),
     });
-    let later = desired_status(
-        Some(&migrated),
-        1,
-        Some(&plan),
-        &Observed::Succeeded(check),
-        t(300),
-    );
+    let later = status_after(&migrated, 1, &Observed::Succeeded(check), t(300));
     assert_eq!(ready(&later), ready(&migrated));
     assert!(same_ignoring_timestamps(&migrated, &later), "{later:?}");
 }
 
 #[test]
 fn last_transition_time_is_kept_until_the_condition_flips() {
-    let plan = boxtable().plan();
-    let waiting = desired_status(None, 1, Some(&plan), &waiting_for(None), t(0));
-    let still_waiting = desired_status(Some(&waiting), 1, Some(&plan), &waiting_for(None), t(10));
+    let waiting = status_of(&waiting_for(None));
+    let still_waiting = status_after(&waiting, 1, &waiting_for(None), t(10));
     for c in &still_waiting.conditions {
         assert_eq!(c.last_transition_time.0, t(0), "{} did not flip", c.type_);
     }
-    let done = desired_status(
-        Some(&still_waiting),
-        1,
-        Some(&plan),
-        &succeeded(RunPath::Fresh, 0, 8),
-        t(20),
-    );
+    let done = status_after(&still_waiting, 1, &succeeded(RunPath::Fresh, 0, 8), t(20));
     assert_eq!(
         condition(&done, "Ready").last_transition_time.0,
         t(20),
@@ -709,7 +669,6 @@ fn a_table_above_its_target_but_known_to_the_operator_is_plainly_up_to_date() {
 #[test]
 fn a_suspended_status_shows_the_pending_plan_until_the_run_after_it_ends() {
     use boxtable_operator::migrate::detect::Decision;
-    let plan = boxtable().plan();
     let suspended = status_of(&Observed::Suspended {
         applied_version: Some(6),
         would: Some(Decision::Normal { from: 6, to: 8 }),
@@ -724,10 +683,9 @@ fn a_suspended_status_shows_the_pending_plan_until_the_run_after_it_ends() {
             .ends_with("setting suspend: false applies versions 7, 8 (status.pending)")
     );
 
-    let waiting = desired_status(
-        Some(&suspended),
+    let waiting = status_after(
+        &suspended,
         2,
-        Some(&plan),
         &Observed::Waiting(LockObservation::waiting(1, Duration::ZERO, None)),
         t(1),
     );
@@ -736,13 +694,7 @@ fn a_suspended_status_shows_the_pending_plan_until_the_run_after_it_ends() {
         "kept while the run waits"
     );
 
-    let as_planned = desired_status(
-        Some(&waiting),
-        2,
-        Some(&plan),
-        &succeeded(RunPath::Normal, 6, 8),
-        t(2),
-    );
+    let as_planned = status_after(&waiting, 2, &succeeded(RunPath::Normal, 6, 8), t(2));
     assert_eq!(as_planned.pending, None);
     assert!(
         !condition(&as_planned, "Ready")
@@ -750,13 +702,7 @@ fn a_suspended_status_shows_the_pending_plan_until_the_run_after_it_ends() {
             .contains("re-planned")
     );
 
-    let other = desired_status(
-        Some(&waiting),
-        2,
-        Some(&plan),
-        &succeeded(RunPath::Normal, 7, 8),
-        t(2),
-    );
+    let other = status_after(&waiting, 2, &succeeded(RunPath::Normal, 7, 8), t(2));
     assert!(
         condition(&other, "Ready").message.contains(
             "re-planned: the table or the target changed since the pending plan was shown (it said: migrate from version 6 to 8; the run found version 7 and did: migrate from version 7 to 8)"
@@ -785,11 +731,9 @@ fn a_drift_check_sets_the_drifted_condition_and_other_passes_say_they_did_not_ch
         "Ready is unaffected"
     );
 
-    let plan = boxtable().plan();
-    let failed = desired_status(
-        Some(&drifted),
+    let failed = status_after(
+        &drifted,
         1,
-        Some(&plan),
         &Observed::Failed {
             reason: Reason::ConnectionFailed,
             message: "down".into(),
@@ -813,13 +757,7 @@ fn a_drift_check_sets_the_drifted_condition_and_other_passes_say_they_did_not_ch
     assert_eq!(unchecked.last_transition_time.0, t(5));
 
     outcome.drift.as_mut().unwrap().differences.clear();
-    let clean = desired_status(
-        Some(&failed),
-        1,
-        Some(&plan),
-        &Observed::Succeeded(outcome),
-        t(9),
-    );
+    let clean = status_after(&failed, 1, &Observed::Succeeded(outcome), t(9));
     let c = condition(&clean, "Drifted");
     assert_eq!((c.status.as_str(), c.reason.as_str()), ("False", "NoDrift"));
     assert_eq!(c.last_transition_time.0, t(9));
