@@ -1,12 +1,47 @@
 //! History scope (Global vs PerSchema and its seed from `public`), read-only observation, and
 //! dropping a box table.
 
-use boxtable_operator::migrate::{self, DropVerdict, RunPath};
+use boxtable_operator::migrate::{self, DropVerdict, Plan, RunPath};
 use boxtable_operator::reason::Reason;
+use tokio_postgres::Client;
 
 use crate::support;
 use crate::support::advisory_locks;
 use crate::support::migrate::*;
+
+/// The plan of an outbox in schema `sales` with PerSchema history.
+fn sales_per_schema_outbox() -> Plan {
+    outbox("Outbox").in_schema("sales").per_schema().build()
+}
+
+/// Creates schema `sales` with an outbox at version `n` holding `rows` rows, recorded in
+/// `public`'s history as a bootstrap would have recorded it.
+async fn sales_outbox_recorded_in_public(client: &Client, n: u32, rows: i32) {
+    client.batch_execute("CREATE SCHEMA sales").await.unwrap();
+    outbox_at(client, "sales.outbox", n, rows).await;
+    write_history(
+        client,
+        "public",
+        "sales",
+        "outbox",
+        n as i32,
+        &format!("bootstrap: detected at V{n}"),
+    )
+    .await;
+}
+
+/// Writes a history row in `public` for another table of schema `sales` (`sales.other` at V2).
+async fn record_another_sales_table_in_public(client: &Client) {
+    write_history(
+        client,
+        "public",
+        "sales",
+        "other",
+        2,
+        "belongs to another table",
+    )
+    .await;
+}
 
 #[tokio::test]
 async fn per_schema_history_lives_in_the_box_schema_and_public_gets_nothing() {
@@ -14,12 +49,7 @@ async fn per_schema_history_lives_in_the_box_schema_and_public_gets_nothing() {
     let client = db.connect().await;
     client.batch_execute("CREATE SCHEMA sales").await.unwrap();
 
-    let outcome = run(
-        &db,
-        &outbox("Outbox").in_schema("sales").per_schema().build(),
-    )
-    .await
-    .unwrap();
+    let outcome = run(&db, &sales_per_schema_outbox()).await.unwrap();
 
     assert_eq!(outcome.path, RunPath::Fresh);
     assert_eq!(
@@ -33,40 +63,17 @@ async fn per_schema_history_lives_in_the_box_schema_and_public_gets_nothing() {
 async fn per_schema_history_is_seeded_from_public_keeping_description_and_applied_at() {
     let db = support::fresh_db().await;
     let client = db.connect().await;
-    client.batch_execute("CREATE SCHEMA sales").await.unwrap();
-    outbox_at(&client, "sales.outbox", 6, 1).await;
-    write_history(
-        &client,
-        "public",
-        "sales",
-        "outbox",
-        6,
-        "bootstrap: detected at V6",
-    )
-    .await;
+    sales_outbox_recorded_in_public(&client, 6, 1).await;
     client
         .batch_execute(
             "UPDATE public.\"__BrighterMigrationHistory\" SET \"AppliedAt\" = '2024-01-02 03:04:05+00'",
         )
         .await
         .unwrap();
-    write_history(
-        &client,
-        "public",
-        "sales",
-        "other",
-        2,
-        "belongs to another table",
-    )
-    .await;
+    record_another_sales_table_in_public(&client).await;
     let public_before = history(&client, "public").await;
 
-    let outcome = run(
-        &db,
-        &outbox("Outbox").in_schema("sales").per_schema().build(),
-    )
-    .await
-    .unwrap();
+    let outcome = run(&db, &sales_per_schema_outbox()).await.unwrap();
 
     assert_eq!(
         (outcome.path, outcome.from_version, outcome.to_version),
@@ -84,12 +91,7 @@ async fn per_schema_history_is_seeded_from_public_keeping_description_and_applie
         "public is only read"
     );
 
-    let again = run(
-        &db,
-        &outbox("Outbox").in_schema("sales").per_schema().build(),
-    )
-    .await
-    .unwrap();
+    let again = run(&db, &sales_per_schema_outbox()).await.unwrap();
     assert_eq!(again.path, RunPath::UpToDate);
     assert_eq!(
         history(&client, "sales").await,
@@ -123,25 +125,12 @@ async fn observe_reports_what_a_run_would_do_without_writing() {
 async fn observe_sees_public_history_for_a_per_schema_table_not_yet_seeded() {
     let db = support::fresh_db().await;
     let client = db.connect().await;
-    client.batch_execute("CREATE SCHEMA sales").await.unwrap();
-    outbox_at(&client, "sales.outbox", 7, 0).await;
-    write_history(
-        &client,
-        "public",
-        "sales",
-        "outbox",
-        7,
-        "bootstrap: detected at V7",
-    )
-    .await;
+    sales_outbox_recorded_in_public(&client, 7, 0).await;
     let session = session(&db).await;
 
-    let seen = migrate::observe(
-        &session,
-        &outbox("Outbox").in_schema("sales").per_schema().build(),
-    )
-    .await
-    .unwrap();
+    let seen = migrate::observe(&session, &sales_per_schema_outbox())
+        .await
+        .unwrap();
 
     assert_eq!((seen.current_version, seen.would), (7, RunPath::Normal));
 }
@@ -216,26 +205,8 @@ async fn dropping_a_per_schema_table_also_removes_its_seed_rows_from_public_so_i
 {
     let db = support::fresh_db().await;
     let client = db.connect().await;
-    client.batch_execute("CREATE SCHEMA sales").await.unwrap();
-    outbox_at(&client, "sales.outbox", 6, 0).await;
-    write_history(
-        &client,
-        "public",
-        "sales",
-        "outbox",
-        6,
-        "bootstrap: detected at V6",
-    )
-    .await;
-    write_history(
-        &client,
-        "public",
-        "sales",
-        "other",
-        2,
-        "belongs to another table",
-    )
-    .await;
+    sales_outbox_recorded_in_public(&client, 6, 0).await;
+    record_another_sales_table_in_public(&client).await;
     let plan = outbox("Outbox")
         .in_schema("sales")
         .per_schema()

@@ -3,6 +3,7 @@
 //! `drop.brighter.dev/<uid>` finalizer on a Secret that a `deletionPolicy: Drop` BoxTable
 //! needs, so every Drop table is dropped, Retain tables stay, and the namespace goes away.
 
+use std::process::Output;
 use std::time::Duration;
 
 use crate::support::Sql;
@@ -56,31 +57,54 @@ async fn three_ready_boxtables(cluster: &Cluster, ns: &str) {
     cluster.wait_ready_within(ns, "--all", 120).await;
 }
 
+/// The `kubectl` arguments that print Secret `db` in `ns` in `output` (`-o`).
+fn get_secret_db<'a>(ns: &'a str, output: &'a str) -> [&'a str; 7] {
+    ["-n", ns, "get", "secret", "db", "-o", output]
+}
+
 async fn secret_finalizers(cluster: &Cluster, ns: &str) -> String {
     cluster
-        .kubectl_ok(&[
-            "-n",
-            ns,
-            "get",
-            "secret",
-            "db",
-            "-o",
-            "jsonpath={.metadata.finalizers}",
-        ])
+        .kubectl_ok(&get_secret_db(ns, "jsonpath={.metadata.finalizers}"))
         .await
+}
+
+/// Waits until Secret `db` in `ns` carries a `drop.brighter.dev/` finalizer, failing with `what`.
+async fn wait_secret_kept(cluster: &Cluster, ns: &str, what: &str) {
+    cluster
+        .eventually(what, WAIT, || async {
+            secret_finalizers(cluster, ns)
+                .await
+                .contains("drop.brighter.dev/")
+                .then_some(())
+        })
+        .await;
+}
+
+/// Whether `kubectl get` failed because the object does not exist.
+fn not_found(out: &Output) -> bool {
+    !out.status.success() && String::from_utf8_lossy(&out.stderr).contains("NotFound")
+}
+
+/// Deletes namespace `ns` without waiting for it to go.
+async fn delete_namespace(cluster: &Cluster, ns: &str) {
+    cluster
+        .kubectl_ok(&["delete", "namespace", ns, "--wait=false"])
+        .await;
 }
 
 async fn wait_namespace_gone(cluster: &Cluster, ns: &str) {
     cluster
         .eventually(&format!("namespace {ns} to be deleted"), WAIT, || async {
             let out = cluster.kubectl(&["get", "namespace", ns]).await;
-            (!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("NotFound"))
-                .then_some(())
+            not_found(&out).then_some(())
         })
         .await;
 }
 
-async fn assert_drops_done_and_retain_kept(cluster: &Cluster) {
+/// Waits until namespace `ns` is gone, then asserts that both Drop tables were dropped and the
+/// Retain table kept.
+async fn assert_namespace_gone_with_drops_done_and_retain_kept(cluster: &Cluster, ns: &str) {
+    wait_namespace_gone(cluster, ns).await;
     assert!(
         !table_exists(cluster, "drop_a").await,
         "drop_a was not dropped"
@@ -102,21 +126,11 @@ async fn deleting_a_namespace_with_drop_and_retain_boxtables_drops_the_drop_tabl
     let ns = "nsdelete";
     let _operator = cluster.operator(ns, "e2e-nsdelete");
     three_ready_boxtables(&cluster, ns).await;
-    cluster
-        .eventually("the Secret to be kept for the drops", WAIT, || async {
-            secret_finalizers(&cluster, ns)
-                .await
-                .contains("drop.brighter.dev/")
-                .then_some(())
-        })
-        .await;
+    wait_secret_kept(&cluster, ns, "the Secret to be kept for the drops").await;
 
-    cluster
-        .kubectl_ok(&["delete", "namespace", ns, "--wait=false"])
-        .await;
+    delete_namespace(&cluster, ns).await;
 
-    wait_namespace_gone(&cluster, ns).await;
-    assert_drops_done_and_retain_kept(&cluster).await;
+    assert_namespace_gone_with_drops_done_and_retain_kept(&cluster, ns).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -125,37 +139,20 @@ async fn a_namespace_deleted_while_the_operator_is_down_completes_once_it_is_bac
     let ns = "nsdelete-down";
     let mut operator = cluster.operator(ns, "e2e-nsdelete-down");
     three_ready_boxtables(&cluster, ns).await;
-    cluster
-        .eventually("the Secret to be kept for the drops", WAIT, || async {
-            secret_finalizers(&cluster, ns)
-                .await
-                .contains("drop.brighter.dev/")
-                .then_some(())
-        })
-        .await;
+    wait_secret_kept(&cluster, ns, "the Secret to be kept for the drops").await;
     operator.signal("TERM");
     operator.child.wait().unwrap();
 
     // With the operator away, the namespace controller deletes everything it can: the Secret is
     // marked for deletion (or gone, if nothing kept it), the BoxTables wait on their finalizer.
-    cluster
-        .kubectl_ok(&["delete", "namespace", ns, "--wait=false"])
-        .await;
+    delete_namespace(&cluster, ns).await;
     cluster
         .eventually(
             "the namespace controller to delete the Secret",
             WAIT,
             || async {
                 let out = cluster
-                    .kubectl(&[
-                        "-n",
-                        ns,
-                        "get",
-                        "secret",
-                        "db",
-                        "-o",
-                        "jsonpath={.metadata.deletionTimestamp}",
-                    ])
+                    .kubectl(&get_secret_db(ns, "jsonpath={.metadata.deletionTimestamp}"))
                     .await;
                 let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
                 (!out.status.success() || !stdout.is_empty()).then_some(())
@@ -164,8 +161,7 @@ async fn a_namespace_deleted_while_the_operator_is_down_completes_once_it_is_bac
         .await;
 
     let _back = cluster.operator(ns, "e2e-nsdelete-back");
-    wait_namespace_gone(&cluster, ns).await;
-    assert_drops_done_and_retain_kept(&cluster).await;
+    assert_namespace_gone_with_drops_done_and_retain_kept(&cluster, ns).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -215,9 +211,7 @@ async fn with_the_operator_gone_retain_boxtables_and_their_namespace_are_deleted
     cluster
         .kubectl_ok(&["-n", ns, "delete", "boxtable", "kept-a", "--timeout=60s"])
         .await;
-    cluster
-        .kubectl_ok(&["delete", "namespace", ns, "--wait=false"])
-        .await;
+    delete_namespace(&cluster, ns).await;
     wait_namespace_gone(&cluster, ns).await;
     for table in ["kept_a", "kept_b", "kept_c"] {
         assert!(
@@ -244,14 +238,7 @@ async fn a_drop_finished_by_hand_leaves_no_finalizer_on_the_secret_and_its_names
         )
         .await;
     cluster.wait_ready(ns, "stuck").await;
-    cluster
-        .eventually("the Secret to be kept for the drop", WAIT, || async {
-            secret_finalizers(&cluster, ns)
-                .await
-                .contains("drop.brighter.dev/")
-                .then_some(())
-        })
-        .await;
+    wait_secret_kept(&cluster, ns, "the Secret to be kept for the drop").await;
     // A row makes the drop wait for consent, so its deletion stays stuck until someone acts.
     connect(&cluster.db.url)
         .await
@@ -298,14 +285,11 @@ async fn a_drop_finished_by_hand_leaves_no_finalizer_on_the_secret_and_its_names
             let out = cluster
                 .kubectl(&["-n", ns, "get", "boxtable", "stuck"])
                 .await;
-            (!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("NotFound"))
-                .then_some(())
+            not_found(&out).then_some(())
         })
         .await;
 
-    cluster
-        .kubectl_ok(&["delete", "namespace", ns, "--wait=false"])
-        .await;
+    delete_namespace(&cluster, ns).await;
     wait_namespace_gone(&cluster, ns).await;
     assert!(
         table_exists(&cluster, "stuck_outbox").await,
