@@ -125,6 +125,18 @@ struct Reply {
 }
 
 impl Reply {
+    /// The reply `response` makes, its body read whole (at most `limit` bytes).
+    async fn read(response: axum::http::Response<kube::client::Body>, limit: usize) -> Reply {
+        let code = response.status().as_u16();
+        let bytes = axum::body::to_bytes(axum::body::Body::new(response.into_body()), limit)
+            .await
+            .unwrap();
+        Reply {
+            code,
+            body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        }
+    }
+
     /// The code, the `Status` reason when the body is one, and the values at `pointers`.
     fn observe(&self, pointers: &[&str]) -> Value {
         let mut seen = serde_json::Map::new();
@@ -139,6 +151,35 @@ impl Reply {
             );
         }
         Value::Object(seen)
+    }
+
+    /// [`Self::observe`], plus the sorted names of the items of a list.
+    fn observe_list(&self, pointers: &[&str]) -> Value {
+        with(self.observe(pointers), json!({"names": names(self)}))
+    }
+
+    /// [`Self::observe`], plus whether the object is being deleted.
+    fn observe_deleting(&self, pointers: &[&str]) -> Value {
+        with(
+            self.observe(pointers),
+            json!({"deleting": self.body["metadata"]["deletionTimestamp"].is_string()}),
+        )
+    }
+
+    /// [`Self::observe`], plus the BoxTable's condition types with their statuses.
+    fn observe_conditions(&self, pointers: &[&str]) -> Value {
+        with(
+            self.observe(pointers),
+            json!({"conditions": condition_types(self)}),
+        )
+    }
+
+    /// The position a watch continues a list from (`0` when the list names none).
+    fn list_position(&self) -> String {
+        self.body["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap_or("0")
+            .to_owned()
     }
 
     fn rv(&self) -> String {
@@ -175,24 +216,10 @@ impl Server {
         request.body(kube::client::Body::from(bytes)).unwrap()
     }
 
-    async fn send_with(
-        &self,
-        method: &str,
-        path: &str,
-        content_type: Option<&str>,
-        accept: Option<&str>,
-        body: Option<&Value>,
-    ) -> Reply {
-        let request = self.request(method, path, content_type, accept, body);
+    /// Sends `request` and reads the whole reply.
+    async fn send_request(&self, request: axum::http::Request<kube::client::Body>) -> Reply {
         let response = self.client.send(request).await.unwrap();
-        let code = response.status().as_u16();
-        let bytes = axum::body::to_bytes(axum::body::Body::new(response.into_body()), 16 << 20)
-            .await
-            .unwrap();
-        Reply {
-            code,
-            body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-        }
+        Reply::read(response, 16 << 20).await
     }
 
     async fn send(
@@ -202,7 +229,14 @@ impl Server {
         content_type: Option<&str>,
         body: Option<&Value>,
     ) -> Reply {
-        self.send_with(method, path, content_type, None, body).await
+        self.send_request(self.request(method, path, content_type, None, body))
+            .await
+    }
+
+    /// A GET of `path` that accepts `accept`.
+    async fn get_as(&self, path: &str, accept: &str) -> Reply {
+        self.send_request(self.request("GET", path, None, Some(accept), None))
+            .await
     }
 
     async fn get(&self, path: &str) -> Reply {
@@ -224,6 +258,27 @@ impl Server {
         self.patch(&path, APPLY, body).await
     }
 
+    /// Merge-patches `object` with `change` after `list` of `collection`, and returns the first
+    /// event of a watch of `collection` from the list's position.
+    async fn watch_change_after(
+        &self,
+        list: &Reply,
+        collection: &str,
+        object: &str,
+        change: &Value,
+    ) -> Reply {
+        let from = list.list_position();
+        self.patch(object, MERGE, change).await;
+        self.watch_first(collection, &format!("resourceVersion={from}"))
+            .await
+    }
+
+    /// A merge patch of `path` asking for metadata only, as kube's `patch_metadata` sends it.
+    async fn patch_metadata(&self, path: &str, body: &Value) -> Reply {
+        let request = self.request("PATCH", path, Some(MERGE), Some(METADATA), Some(body));
+        self.send_request(request).await
+    }
+
     /// Watches `path` (a collection, `watch=1` and `query` added) and returns the first event.
     async fn watch_first(&self, path: &str, query: &str) -> Reply {
         let path = format!("{path}?watch=1&{query}");
@@ -231,13 +286,7 @@ impl Server {
         let response = self.client.send(request).await.unwrap();
         let code = response.status().as_u16();
         if code != 200 {
-            let bytes = axum::body::to_bytes(axum::body::Body::new(response.into_body()), 1 << 20)
-                .await
-                .unwrap();
-            return Reply {
-                code,
-                body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-            };
+            return Reply::read(response, 1 << 20).await;
         }
         let mut stream = axum::body::Body::new(response.into_body()).into_data_stream();
         let mut buffer = Vec::new();
@@ -367,23 +416,11 @@ async fn corpus(s: &Server) -> Vec<(&'static str, Value)> {
         missing.observe(&["/details/name", "/details/kind"]),
     ));
     let list = s.get(SECRETS).await;
-    seen.push((
-        "secret list",
-        with(list.observe(&["/kind"]), json!({"names": names(&list)})),
-    ));
+    seen.push(("secret list", list.observe_list(&["/kind"])));
     // A change made after the list is the first event of a watch from the list's position.
-    let from = list.body["metadata"]["resourceVersion"]
-        .as_str()
-        .unwrap_or("0")
-        .to_owned();
-    s.patch(
-        &secret,
-        MERGE,
-        &json!({"metadata": {"labels": {"rotated": "yes"}}}),
-    )
-    .await;
+    let rotated = json!({"metadata": {"labels": {"rotated": "yes"}}});
     let watched = s
-        .watch_first(SECRETS, &format!("resourceVersion={from}"))
+        .watch_change_after(&list, SECRETS, &secret, &rotated)
         .await;
     seen.push((
         "secret watch after a change",
@@ -397,21 +434,16 @@ async fn corpus(s: &Server) -> Vec<(&'static str, Value)> {
 
     // The Secret guard: metadata-only read and a finalizer merge patch under a resourceVersion
     // precondition (a stale one is a conflict), then a deletion the finalizer holds.
-    let meta = s
-        .send_with("GET", &secret, None, Some(METADATA), None)
-        .await;
+    let meta = s.get_as(&secret, METADATA).await;
     seen.push((
         "secret get metadata",
         meta.observe(&["/kind", "/apiVersion", "/data", "/metadata/finalizers"]),
     ));
     let stale = meta.rv();
     let guarded = s
-        .send_with(
-            "PATCH",
+        .patch_metadata(
             &secret,
-            Some(MERGE),
-            Some(METADATA),
-            Some(&json!({"metadata": {"resourceVersion": stale, "finalizers": ["drop.brighter.dev/u1"]}})),
+            &json!({"metadata": {"resourceVersion": stale, "finalizers": ["drop.brighter.dev/u1"]}}),
         )
         .await;
     seen.push((
@@ -419,40 +451,26 @@ async fn corpus(s: &Server) -> Vec<(&'static str, Value)> {
         guarded.observe(&["/kind", "/metadata/finalizers"]),
     ));
     let conflict = s
-        .send_with(
-            "PATCH",
+        .patch_metadata(
             &secret,
-            Some(MERGE),
-            Some(METADATA),
-            Some(&json!({"metadata": {"resourceVersion": stale, "finalizers": []}})),
+            &json!({"metadata": {"resourceVersion": stale, "finalizers": []}}),
         )
         .await;
     seen.push((
         "secret finalizer patch with a stale resourceVersion",
         conflict.observe(&["/details/name"]),
     ));
-    let listed = s
-        .send_with("GET", SECRETS, None, Some(METADATA_LIST), None)
-        .await;
-    seen.push((
-        "secret list metadata",
-        with(listed.observe(&["/kind"]), json!({"names": names(&listed)})),
-    ));
+    let listed = s.get_as(SECRETS, METADATA_LIST).await;
+    seen.push(("secret list metadata", listed.observe_list(&["/kind"])));
     let deleted = s.send("DELETE", &secret, None, None).await;
     seen.push((
         "secret delete held by a finalizer",
-        with(
-            deleted.observe(&["/metadata/finalizers"]),
-            json!({"deleting": deleted.body["metadata"]["deletionTimestamp"].is_string()}),
-        ),
+        deleted.observe_deleting(&["/metadata/finalizers"]),
     ));
     let still = s.get(&secret).await;
     seen.push((
         "secret get while deleting",
-        with(
-            still.observe(&["/data"]),
-            json!({"deleting": still.body["metadata"]["deletionTimestamp"].is_string()}),
-        ),
+        still.observe_deleting(&["/data"]),
     ));
     let added = s
         .patch(
@@ -526,10 +544,7 @@ async fn corpus(s: &Server) -> Vec<(&'static str, Value)> {
     let list = s.get(BOXTABLES).await;
     seen.push((
         "boxtable list",
-        with(
-            list.observe(&["/kind", "/apiVersion"]),
-            json!({"names": names(&list)}),
-        ),
+        list.observe_list(&["/kind", "/apiVersion"]),
     ));
     seen.push((
         "boxtable get missing",
@@ -564,8 +579,8 @@ async fn corpus(s: &Server) -> Vec<(&'static str, Value)> {
     seen.push((
         "status apply",
         with(
-            applied.observe(&["/status/observedGeneration", "/metadata/generation"]),
-            json!({"conditions": condition_types(&applied), "rv changed": applied.rv() != before}),
+            applied.observe_conditions(&["/status/observedGeneration", "/metadata/generation"]),
+            json!({"rv changed": applied.rv() != before}),
         ),
     ));
     let again = s
@@ -586,20 +601,14 @@ async fn corpus(s: &Server) -> Vec<(&'static str, Value)> {
     let audited = s.apply(&status, "auditor", false, &other).await;
     seen.push((
         "status apply by another manager",
-        with(
-            audited.observe(&[]),
-            json!({"conditions": condition_types(&audited)}),
-        ),
+        audited.observe_conditions(&[]),
     ));
     let ready = s
         .apply(&status, OPERATOR, true, &operator_status("True"))
         .await;
     seen.push((
         "status apply after another manager's",
-        with(
-            ready.observe(&[]),
-            json!({"conditions": condition_types(&ready)}),
-        ),
+        ready.observe_conditions(&[]),
     ));
     let merged = s
         .patch(
@@ -649,18 +658,9 @@ async fn corpus(s: &Server) -> Vec<(&'static str, Value)> {
 
     // Watches: a change seen from a listed position; a position far too old.
     let list = s.get(BOXTABLES).await;
-    let from = list.body["metadata"]["resourceVersion"]
-        .as_str()
-        .unwrap_or("0")
-        .to_owned();
-    s.patch(
-        &orders,
-        MERGE,
-        &json!({"metadata": {"annotations": {"touched": "yes"}}}),
-    )
-    .await;
+    let touched = json!({"metadata": {"annotations": {"touched": "yes"}}});
     let watched = s
-        .watch_first(BOXTABLES, &format!("resourceVersion={from}"))
+        .watch_change_after(&list, BOXTABLES, &orders, &touched)
         .await;
     seen.push((
         "boxtable watch after a change",
@@ -680,10 +680,7 @@ async fn corpus(s: &Server) -> Vec<(&'static str, Value)> {
     let deleting = s.send("DELETE", &orders, None, None).await;
     seen.push((
         "boxtable delete",
-        with(
-            deleting.observe(&["/metadata/finalizers", "/metadata/generation"]),
-            json!({"deleting": deleting.body["metadata"]["deletionTimestamp"].is_string()}),
-        ),
+        deleting.observe_deleting(&["/metadata/finalizers", "/metadata/generation"]),
     ));
     let more =
         json!([{"op": "add", "path": "/metadata/finalizers/-", "value": "example.com/other"}]);
