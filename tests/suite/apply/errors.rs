@@ -199,11 +199,7 @@ async fn a_step_failing_midway_rolls_back_everything_including_the_history_table
         chain(&err)
     );
     assert!(!history_exists(&client, "public").await);
-    let names: Vec<String> = columns(&client, "public", "outbox")
-        .await
-        .into_iter()
-        .map(|c| c.0)
-        .collect();
+    let names = column_names_in_order(&client, "public", "outbox").await;
     assert!(
         !names.contains(&"correlationid".to_owned()),
         "V3 rolled back: {names:?}"
@@ -224,10 +220,7 @@ async fn run_on_a_busy_v6_outbox(plan: &Plan) -> (Client, Client, RunError) {
     let db = support::fresh_db().await;
     let client = db.connect().await;
     outbox_at(&client, "public.outbox", 6, 1).await;
-    let busy = db.connect().await;
-    busy.batch_execute("BEGIN; LOCK TABLE public.outbox IN ACCESS SHARE MODE")
-        .await
-        .unwrap();
+    let busy = hold_access_share(&db, "public.outbox").await;
     let err = tokio::time::timeout(Duration::from_secs(60), run(&db, plan))
         .await
         .expect("the step must end instead of waiting for the table lock")

@@ -56,11 +56,8 @@ fn expected_inbox(payload: &str) -> Vec<ColumnRow> {
     ]
 }
 
-async fn fresh_outbox_has_the_latest_shape_and_one_history_row(
-    schema: &str,
-    payload: Payload,
-    sql_type: &str,
-) {
+/// A fresh database with `schema` created in it (unless it is `public`), and a connection to it.
+async fn db_with_schema(schema: &str) -> (support::TestDb, tokio_postgres::Client) {
     let db = support::fresh_db().await;
     let client = db.connect().await;
     if schema != "public" {
@@ -69,6 +66,41 @@ async fn fresh_outbox_has_the_latest_shape_and_one_history_row(
             .await
             .unwrap();
     }
+    (db, client)
+}
+
+/// Asserts that `public`'s history holds one row, the fresh install of `schema.table` at
+/// `version`.
+async fn assert_one_fresh_install_row(
+    client: &tokio_postgres::Client,
+    schema: &str,
+    table: &str,
+    version: i32,
+) {
+    let rows = history(client, "public").await;
+    assert_eq!(rows.len(), 1);
+    assert_eq!(
+        (
+            rows[0].0,
+            rows[0].1.as_str(),
+            rows[0].2.as_str(),
+            rows[0].3.as_str()
+        ),
+        (
+            version,
+            schema,
+            table,
+            format!("fresh install at V{version}").as_str()
+        )
+    );
+}
+
+async fn fresh_outbox_has_the_latest_shape_and_one_history_row(
+    schema: &str,
+    payload: Payload,
+    sql_type: &str,
+) {
+    let (db, client) = db_with_schema(schema).await;
     let plan = outbox("Outbox").in_schema(schema).payload(payload).build();
 
     let outcome = run(&db, &plan).await.unwrap();
@@ -91,17 +123,7 @@ async fn fresh_outbox_has_the_latest_shape_and_one_history_row(
         .find(|(name, _)| name == "idx_outbox_causationid")
         .unwrap();
     assert!(causation.1.ends_with("(causationid)"), "{}", causation.1);
-    let rows = history(&client, "public").await;
-    assert_eq!(rows.len(), 1);
-    assert_eq!(
-        (
-            rows[0].0,
-            rows[0].1.as_str(),
-            rows[0].2.as_str(),
-            rows[0].3.as_str()
-        ),
-        (8, schema, "outbox", "fresh install at V8")
-    );
+    assert_one_fresh_install_row(&client, schema, "outbox", 8).await;
     assert_eq!(advisory_locks(&client).await, 0);
 
     let before = snapshot(&client).await;
@@ -128,14 +150,7 @@ async fn fresh_inbox_has_the_latest_shape_and_one_history_row(
     payload: Payload,
     sql_type: &str,
 ) {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
-    if schema != "public" {
-        client
-            .batch_execute(&format!("CREATE SCHEMA \"{schema}\""))
-            .await
-            .unwrap();
-    }
+    let (db, client) = db_with_schema(schema).await;
     let plan = inbox("Inbox").in_schema(schema).payload(payload).build();
 
     let outcome = run(&db, &plan).await.unwrap();
@@ -154,17 +169,7 @@ async fn fresh_inbox_has_the_latest_shape_and_one_history_row(
         1,
         "only the primary key index"
     );
-    let rows = history(&client, "public").await;
-    assert_eq!(rows.len(), 1);
-    assert_eq!(
-        (
-            rows[0].0,
-            rows[0].1.as_str(),
-            rows[0].2.as_str(),
-            rows[0].3.as_str()
-        ),
-        (2, schema, "inbox", "fresh install at V2")
-    );
+    assert_one_fresh_install_row(&client, schema, "inbox", 2).await;
 
     let before = snapshot(&client).await;
     assert_eq!(run(&db, &plan).await.unwrap().path, RunPath::UpToDate);
@@ -238,11 +243,7 @@ async fn a_fresh_install_below_the_latest_target_stops_there_and_a_later_run_con
         (at5.path, at5.to_version, at5.target_version),
         (RunPath::Fresh, 5, 5)
     );
-    let names: Vec<String> = columns(&client, "public", "outbox")
-        .await
-        .into_iter()
-        .map(|c| c.0)
-        .collect();
+    let names = column_names_in_order(&client, "public", "outbox").await;
     assert!(
         names.contains(&"baggage".to_owned()) && !names.contains(&"jobid".to_owned()),
         "{names:?}"

@@ -99,12 +99,7 @@ async fn the_migrate_command_reports_a_v9_table_ready_ahead_of_the_operator_and_
     );
     let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&stdout).unwrap();
     let doc = &docs[0];
-    let ready = doc["status"]["conditions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["type"] == "Ready")
-        .unwrap();
+    let ready = support::reliability::ready_condition(doc).unwrap();
     assert_eq!(ready["status"], "True", "{stdout}");
     assert_eq!(ready["reason"], "AheadOfOperator", "{stdout}");
     assert!(

@@ -28,6 +28,18 @@ fn catalog_steps(kind: BoxKind, after: u32) -> Vec<(i32, &'static str)> {
         .collect()
 }
 
+/// The history of an outbox stamped at version `n` and upgraded: the bootstrap row, then one
+/// row per catalog step above `n`.
+fn outbox_history_upgraded_from(n: u32) -> Vec<(i32, String)> {
+    let mut want = vec![(n as i32, format!("bootstrap: detected at V{n}"))];
+    want.extend(
+        catalog_steps(BoxKind::Outbox, n)
+            .into_iter()
+            .map(|(v, d)| (v, d.to_owned())),
+    );
+    want
+}
+
 #[tokio::test]
 async fn an_outbox_at_each_version_v1_to_v7_is_stamped_then_upgraded_and_keeps_its_rows() {
     for n in 1..=7u32 {
@@ -42,22 +54,12 @@ async fn an_outbox_at_each_version_v1_to_v7_is_stamped_then_upgraded_and_keeps_i
             (RunPath::Bootstrap, n, 8),
             "table shaped at V{n}"
         );
-        let mut want = vec![(n as i32, format!("bootstrap: detected at V{n}"))];
-        want.extend(
-            catalog_steps(BoxKind::Outbox, n)
-                .into_iter()
-                .map(|(v, d)| (v, d.to_owned())),
-        );
         assert_eq!(
             history_versions(&client, "public").await,
-            want,
+            outbox_history_upgraded_from(n),
             "table shaped at V{n}"
         );
-        let names: Vec<String> = columns(&client, "public", "outbox")
-            .await
-            .into_iter()
-            .map(|c| c.0)
-            .collect();
+        let names = column_names_in_order(&client, "public", "outbox").await;
         for expected in BoxKind::Outbox.columns_at(8) {
             assert!(
                 names.iter().any(|c| c == expected),
@@ -161,15 +163,9 @@ async fn the_normal_path_applies_only_the_steps_above_the_history() {
             (outcome.path, outcome.from_version, outcome.to_version),
             (RunPath::Normal, n, 8)
         );
-        let mut want = vec![(n as i32, format!("bootstrap: detected at V{n}"))];
-        want.extend(
-            catalog_steps(BoxKind::Outbox, n)
-                .into_iter()
-                .map(|(v, d)| (v, d.to_owned())),
-        );
         assert_eq!(
             history_versions(&client, "public").await,
-            want,
+            outbox_history_upgraded_from(n),
             "history at V{n}"
         );
     }

@@ -35,12 +35,7 @@ fn statuses(stdout: &str) -> Vec<serde_json::Value> {
 }
 
 fn ready_reason(doc: &serde_json::Value) -> (String, String) {
-    let ready = doc["status"]["conditions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["type"] == "Ready")
-        .unwrap();
+    let ready = support::reliability::ready_condition(doc).unwrap();
     (
         ready["status"].as_str().unwrap().to_owned(),
         ready["reason"].as_str().unwrap().to_owned(),
@@ -240,20 +235,15 @@ async fn many_tables_share_at_most_concurrency_sessions() {
     // A trigger records the backend that wrote each history row, so the sessions that migrated
     // can be counted on every supported PostgreSQL (pg_stat_database.sessions only exists from 14).
     client
-        .batch_execute(
-            "CREATE TABLE public.\"__BrighterMigrationHistory\" (
-               \"MigrationVersion\" INT NOT NULL,
-               \"SchemaName\" VARCHAR(256) NOT NULL DEFAULT 'public',
-               \"BoxTableName\" VARCHAR(256) NOT NULL,
-               \"Description\" VARCHAR(512) NOT NULL,
-               \"AppliedAt\" TIMESTAMPTZ NOT NULL DEFAULT NOW(),
-               PRIMARY KEY (\"SchemaName\", \"BoxTableName\", \"MigrationVersion\"));
+        .batch_execute(&format!(
+            "{};
              CREATE TABLE public.writers (pid int NOT NULL);
              CREATE FUNCTION public.note_writer() RETURNS trigger LANGUAGE plpgsql AS $$
                BEGIN INSERT INTO public.writers VALUES (pg_backend_pid()); RETURN NULL; END $$;
              CREATE TRIGGER note_writer AFTER INSERT ON public.\"__BrighterMigrationHistory\"
                FOR EACH ROW EXECUTE FUNCTION public.note_writer();",
-        )
+            support::migrate::create_history_table("public")
+        ))
         .await
         .unwrap();
 

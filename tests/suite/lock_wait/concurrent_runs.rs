@@ -4,7 +4,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use boxtable_operator::lock::{LockError, LockIdentity};
-use boxtable_operator::migrate::{self, RunError, RunPath};
+use boxtable_operator::migrate::{self, Plan, RunError, RunPath};
 use boxtable_operator::reason::Reason;
 use boxtable_operator::report::chain;
 use tokio_util::sync::CancellationToken;
@@ -26,6 +26,17 @@ async fn blocked_on_a_table_lock(client: &tokio_postgres::Client) -> i64 {
              AND datname = current_database() AND wait_event_type = 'Lock' AND wait_event = 'relation'",
             &[],
         ).await
+}
+
+/// A new session on `db` holding the advisory lock of `plan`'s table, and the lock's key.
+async fn hold_lock_of(db: &support::TestDb, plan: &Plan) -> (tokio_postgres::Client, i64) {
+    let holder = db.connect().await;
+    let key = LockIdentity::for_table(plan.table()).key();
+    holder
+        .query_one("SELECT pg_advisory_lock($1)", &[&key])
+        .await
+        .unwrap();
+    (holder, key)
 }
 
 #[tokio::test]
@@ -86,15 +97,10 @@ async fn eight_runners_on_eight_tables_in_eight_schemas_race_to_create_one_histo
 async fn a_lock_held_by_another_session_times_out_naming_the_holder_and_changes_nothing() {
     let db = support::fresh_db().await;
     let client = db.connect().await;
-    let holder = db.connect().await;
     let plan = outbox("Outbox")
         .lock_timeout(Duration::from_millis(300))
         .build();
-    let key = LockIdentity::for_table(plan.table()).key();
-    holder
-        .query_one("SELECT pg_advisory_lock($1)", &[&key])
-        .await
-        .unwrap();
+    let (holder, _) = hold_lock_of(&db, &plan).await;
     let holder_pid: i32 = holder.value("SELECT pg_backend_pid()", &[]).await;
     let before = snapshot(&client).await;
     let seen = Arc::new(Mutex::new(None));
@@ -137,15 +143,10 @@ async fn a_lock_held_by_another_session_times_out_naming_the_holder_and_changes_
 #[tokio::test]
 async fn a_run_waits_for_the_holder_and_then_migrates() {
     let db = support::fresh_db().await;
-    let holder = db.connect().await;
     let plan = outbox("Outbox")
         .lock_timeout(Duration::from_secs(20))
         .build();
-    let key = LockIdentity::for_table(plan.table()).key();
-    holder
-        .query_one("SELECT pg_advisory_lock($1)", &[&key])
-        .await
-        .unwrap();
+    let (holder, key) = hold_lock_of(&db, &plan).await;
     // The holder lets go once the run has found the lock taken, however long it took to get there.
     let (contended, first_contention) = tokio::sync::oneshot::channel();
     let release = async {
@@ -176,10 +177,7 @@ async fn cancelling_a_run_mid_statement_rolls_back_and_releases_the_lock() {
     let db = support::fresh_db().await;
     let client = db.connect().await;
     outbox_at(&client, "public.outbox", 6, 1).await;
-    let busy = db.connect().await;
-    busy.batch_execute("BEGIN; LOCK TABLE public.outbox IN ACCESS SHARE MODE")
-        .await
-        .unwrap();
+    let busy = hold_access_share(&db, "public.outbox").await;
     let before = snapshot(&client).await;
     let plan = outbox("Outbox").build();
     let cancel = CancellationToken::new();
@@ -227,14 +225,9 @@ async fn a_waiter_stops_waiting_once_the_holder_has_brought_the_table_up_to_date
     let plan = outbox("Outbox")
         .lock_timeout(Duration::from_secs(30))
         .build();
-    let key = LockIdentity::for_table(plan.table()).key();
     // A Brighter application holds the lock for a long time and provisions the table while the
     // operator waits: it keeps the lock after its migration has committed.
-    let holder = db.connect().await;
-    holder
-        .query_one("SELECT pg_advisory_lock($1)", &[&key])
-        .await
-        .unwrap();
+    let (holder, key) = hold_lock_of(&db, &plan).await;
     // The application provisions once the operator is waiting for its lock.
     let (contended, first_contention) = tokio::sync::oneshot::channel();
     let provision = async {

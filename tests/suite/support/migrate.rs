@@ -225,6 +225,27 @@ pub async fn columns(client: &Client, schema: &str, table: &str) -> Vec<ColumnRo
         .collect()
 }
 
+/// The names of the table's columns in order.
+pub async fn column_names_in_order(client: &Client, schema: &str, table: &str) -> Vec<String> {
+    columns(client, schema, table)
+        .await
+        .into_iter()
+        .map(|c| c.0)
+        .collect()
+}
+
+/// A new session on `db` holding `qualified` (like `public.outbox`) in ACCESS SHARE mode, its
+/// transaction left open: a step's DDL on the table waits until it rolls back.
+pub async fn hold_access_share(db: &TestDb, qualified: &str) -> Client {
+    let busy = db.connect().await;
+    busy.batch_execute(&format!(
+        "BEGIN; LOCK TABLE {qualified} IN ACCESS SHARE MODE"
+    ))
+    .await
+    .unwrap();
+    busy
+}
+
 /// The table's constraints as `pg_get_constraintdef` prints them, sorted.
 pub async fn constraints(client: &Client, schema: &str, table: &str) -> Vec<String> {
     client
@@ -328,6 +349,19 @@ pub async fn snapshot(client: &Client) -> String {
     out.join("\n")
 }
 
+/// The statement that creates Brighter's history table in `schema` unless it exists.
+pub fn create_history_table(schema: &str) -> String {
+    format!(
+        "CREATE TABLE IF NOT EXISTS \"{schema}\".\"__BrighterMigrationHistory\" (
+           \"MigrationVersion\" INT NOT NULL,
+           \"SchemaName\" VARCHAR(256) NOT NULL DEFAULT 'public',
+           \"BoxTableName\" VARCHAR(256) NOT NULL,
+           \"Description\" VARCHAR(512) NOT NULL,
+           \"AppliedAt\" TIMESTAMPTZ NOT NULL DEFAULT NOW(),
+           PRIMARY KEY (\"SchemaName\", \"BoxTableName\", \"MigrationVersion\"))"
+    )
+}
+
 /// Writes a history row as Brighter would (AppliedAt from the server's NOW()).
 pub async fn write_history(
     client: &Client,
@@ -338,15 +372,7 @@ pub async fn write_history(
     description: &str,
 ) {
     client
-        .batch_execute(&format!(
-            "CREATE TABLE IF NOT EXISTS \"{hist_schema}\".\"__BrighterMigrationHistory\" (
-               \"MigrationVersion\" INT NOT NULL,
-               \"SchemaName\" VARCHAR(256) NOT NULL DEFAULT 'public',
-               \"BoxTableName\" VARCHAR(256) NOT NULL,
-               \"Description\" VARCHAR(512) NOT NULL,
-               \"AppliedAt\" TIMESTAMPTZ NOT NULL DEFAULT NOW(),
-               PRIMARY KEY (\"SchemaName\", \"BoxTableName\", \"MigrationVersion\"))"
-        ))
+        .batch_execute(&create_history_table(hist_schema))
         .await
         .unwrap();
     client
@@ -430,19 +456,14 @@ pub async fn outbox_at(client: &Client, qualified: &str, n: u32, rows: i32) {
 pub async fn release_lock_at_commit_of_history_rows(client: &Client, key: i64) {
     client
         .batch_execute(&format!(
-            "CREATE TABLE IF NOT EXISTS public.\"__BrighterMigrationHistory\" (
-               \"MigrationVersion\" INT NOT NULL,
-               \"SchemaName\" VARCHAR(256) NOT NULL DEFAULT 'public',
-               \"BoxTableName\" VARCHAR(256) NOT NULL,
-               \"Description\" VARCHAR(512) NOT NULL,
-               \"AppliedAt\" TIMESTAMPTZ NOT NULL DEFAULT NOW(),
-               PRIMARY KEY (\"SchemaName\", \"BoxTableName\", \"MigrationVersion\"));
+            "{};
              CREATE FUNCTION public.release_lock_at_commit() RETURNS trigger LANGUAGE plpgsql AS $$
                BEGIN PERFORM pg_advisory_unlock({key}); RETURN NULL; END $$;
              CREATE CONSTRAINT TRIGGER release_lock_at_commit
                AFTER INSERT ON public.\"__BrighterMigrationHistory\"
                DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
-               EXECUTE FUNCTION public.release_lock_at_commit();"
+               EXECUTE FUNCTION public.release_lock_at_commit();",
+            create_history_table("public")
         ))
         .await
         .unwrap();

@@ -325,6 +325,15 @@ pub fn spawn_migrate(manifest: &Path, url: &str) -> Child {
     migrate_command(manifest, url).spawn().unwrap()
 }
 
+/// The Ready condition of `doc`, a BoxTable with its status as `migrate` prints it; `None`
+/// without one.
+pub fn ready_condition(doc: &Value) -> Option<&Value> {
+    doc["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "Ready")
+}
+
 /// What a finished `migrate` printed.
 #[derive(Debug)]
 pub struct MigrateRun {
@@ -345,9 +354,8 @@ impl MigrateRun {
             .find(|d| !d.trim().is_empty())
             .unwrap_or_else(|| panic!("no status printed: {self:?}"));
         let status: Value = serde_saphyr::from_str(doc).unwrap();
-        status["status"]["conditions"]
-            .as_array()
-            .and_then(|c| c.iter().find(|c| c["type"] == "Ready").cloned())
+        ready_condition(&status)
+            .cloned()
             .unwrap_or_else(|| panic!("no Ready condition: {self:?}"))
     }
 
