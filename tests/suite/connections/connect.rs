@@ -45,6 +45,29 @@ async fn connect(connection_string: &str, application_name: &str) -> Result<Sess
     .await
 }
 
+/// The error of a session to `connection_string`, which must fail.
+async fn connect_error(connection_string: &str) -> ConnectError {
+    connect(connection_string, "t").await.err().unwrap()
+}
+
+/// Whether `session`'s connection is encrypted, as the server sees it.
+async fn is_encrypted(session: &Session) -> bool {
+    session
+        .client()
+        .value(
+            "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
+            &[],
+        )
+        .await
+}
+
+/// Asserts that `err` is `reason`, a reason that stalls, and reads `message`.
+fn assert_stalls_saying(err: &ConnectError, reason: Reason, message: &str) {
+    assert_eq!(err.reason(), reason);
+    assert!(err.reason().is_stalled());
+    assert_eq!(err.to_string(), message);
+}
+
 #[tokio::test]
 async fn every_form_connects_and_sets_application_name() {
     let (user, pw, host, port, db) = parts();
@@ -80,13 +103,7 @@ async fn prefer_falls_back_to_plain_tcp_when_the_server_has_no_tls() {
     )
     .await
     .unwrap();
-    let ssl: bool = session
-        .client()
-        .value(
-            "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
-            &[],
-        )
-        .await;
+    let ssl = is_encrypted(&session).await;
     assert!(!ssl);
 }
 
@@ -124,20 +141,19 @@ async fn tls_required_of_a_server_without_tls_stalls_naming_the_mode_asked_for_i
         ),
     ];
     for (connection_string, mode) in cases {
-        let err = connect(&connection_string, "t").await.err().unwrap();
+        let err = connect_error(&connection_string).await;
         assert!(
             matches!(err, ConnectError::TlsUnavailable { .. }),
             "{mode}: {err:?}"
         );
-        assert_eq!(err.reason(), Reason::TlsFailed);
-        assert!(err.reason().is_stalled());
-        assert_eq!(
-            err.to_string(),
-            format!(
+        assert_stalls_saying(
+            &err,
+            Reason::TlsFailed,
+            &format!(
                 "PostgreSQL at {host}:{port} does not offer TLS, which the connection string \
                  requires (sslmode={mode}): enable TLS on the server, or set sslmode to prefer or \
                  disable"
-            )
+            ),
         );
     }
 }
@@ -149,13 +165,7 @@ async fn a_server_certificate_that_fails_verification_stalls_and_require_still_e
     let url = |mode: &str| format!("postgres://postgres@127.0.0.1:{port}/postgres?sslmode={mode}");
 
     let session = connect(&url("require"), "t").await.unwrap();
-    let ssl: bool = session
-        .client()
-        .value(
-            "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
-            &[],
-        )
-        .await;
+    let ssl = is_encrypted(&session).await;
     assert!(ssl, "require encrypts without verifying");
 
     // Signed by no CA the client knows; with its own certificate as the CA, it still does not
@@ -196,20 +206,19 @@ async fn a_database_that_does_not_exist_stalls_naming_the_database_and_the_key()
         format!("postgres://{user}:{pw}@{host}:{port}/no_such_db?sslmode=disable"),
         format!("Host={host};Port={port};Database=no_such_db;Username={user};Password=\"{pw}\""),
     ] {
-        let err = connect(&connection_string, "t").await.err().unwrap();
+        let err = connect_error(&connection_string).await;
         assert!(
             matches!(err, ConnectError::DatabaseNotFound { .. }),
             "{err:?}"
         );
-        assert_eq!(err.reason(), Reason::DatabaseNotFound);
-        assert!(err.reason().is_stalled());
-        assert_eq!(
-            err.to_string(),
-            format!(
+        assert_stalls_saying(
+            &err,
+            Reason::DatabaseNotFound,
+            &format!(
                 "database \"no_such_db\" does not exist on PostgreSQL at {host}:{port}: correct \
                  dbname (Database in the Npgsql form) in the connection string, or create the \
                  database"
-            )
+            ),
         );
         assert!(!format!("{err} {err:?}").contains(&pw));
     }
@@ -218,25 +227,21 @@ async fn a_database_that_does_not_exist_stalls_naming_the_database_and_the_key()
 #[tokio::test]
 async fn a_connection_string_without_the_password_the_server_asks_for_stalls_saying_so() {
     let (user, _, host, port, db) = parts();
-    let err = connect(
-        &format!("Host={host};Port={port};Database={db};Username={user}"),
-        "t",
-    )
-    .await
-    .err()
-    .unwrap();
+    let err = connect_error(&format!(
+        "Host={host};Port={port};Database={db};Username={user}"
+    ))
+    .await;
     assert!(
         matches!(err, ConnectError::PasswordMissing { .. }),
         "{err:?}"
     );
-    assert_eq!(err.reason(), Reason::AuthenticationFailed);
-    assert!(err.reason().is_stalled());
-    assert_eq!(
-        err.to_string(),
-        format!(
+    assert_stalls_saying(
+        &err,
+        Reason::AuthenticationFailed,
+        &format!(
             "PostgreSQL at {host}:{port} asked {user} for a password and the connection string has \
              none: add it (key password, or Password in the Npgsql form)"
-        )
+        ),
     );
 }
 
@@ -258,13 +263,10 @@ async fn a_wrong_password_is_an_authentication_failure_that_never_shows_the_pass
     )
     .await;
     assert!(ok.is_ok(), "{:?}", ok.err());
-    let err = connect(
-        &format!("Host={host};Port={port};Database={db};Username={role};Password={secret}"),
-        "t",
-    )
-    .await
-    .err()
-    .unwrap();
+    let err = connect_error(&format!(
+        "Host={host};Port={port};Database={db};Username={role};Password={secret}"
+    ))
+    .await;
     assert_eq!(err.reason(), Reason::AuthenticationFailed, "{err:?}");
     let mut text = format!("{err} {err:?}");
     let mut source = std::error::Error::source(&err);
@@ -287,13 +289,10 @@ async fn an_unreachable_port_fails_quickly_as_a_connection_failure() {
         .unwrap()
         .port();
     let started = Instant::now();
-    let err = connect(
-        &format!("host=127.0.0.1 port={closed} user=u password=p connect_timeout=30"),
-        "t",
-    )
-    .await
-    .err()
-    .unwrap();
+    let err = connect_error(&format!(
+        "host=127.0.0.1 port={closed} user=u password=p connect_timeout=30"
+    ))
+    .await;
     assert!(matches!(err, ConnectError::Connect { .. }), "{err:?}");
     assert_eq!(err.reason(), Reason::ConnectionFailed);
     // A refused connection fails at once instead of sitting out the 30 s connect timeout.

@@ -4,6 +4,7 @@
 //! time and past the cap.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -99,26 +100,48 @@ async fn migrate_from(
 ) -> Result<Outcome, PassError> {
     let app = format!("boxtable-operator/test/{}", plan.table().table.as_str());
     let connection = Connection::parse(url).unwrap();
+    let target = Target {
+        source,
+        ..target(&connection, &app)
+    };
+    migrate_gated(pool, &target, plan, || async { Ok(()) }).await
+}
+
+/// One migration of `plan` through the pool to `target`, with `gate` run inside the lock.
+async fn migrate_gated<G, F>(
+    pool: &SessionPool,
+    target: &Target<'_>,
+    plan: &Plan,
+    gate: G,
+) -> Result<Outcome, PassError>
+where
+    G: FnOnce() -> F + Send,
+    F: Future<Output = Result<(), Withdrawal>> + Send,
+{
     pass::migrate(
         pool,
-        &Target {
-            source,
-            ..target(&connection, &app)
-        },
+        target,
         plan,
         &CancellationToken::new(),
         |_| (),
-        || async { Ok(()) },
+        gate,
         DriftCheck::After,
     )
     .await
 }
 
-#[tokio::test]
-async fn tables_on_one_database_share_one_session_named_for_each_pass() {
+/// A fresh database, a connection to it to observe with, and a pool of `per_target` sessions
+/// per database.
+async fn db_and_pool(per_target: usize) -> (support::TestDb, Client, SessionPool, Arc<Counts>) {
     let db = support::fresh_db().await;
     let observer = db.connect().await;
-    let (pool, counts) = pool(2);
+    let (pool, counts) = pool(per_target);
+    (db, observer, pool, counts)
+}
+
+#[tokio::test]
+async fn tables_on_one_database_share_one_session_named_for_each_pass() {
+    let (db, observer, pool, counts) = db_and_pool(2).await;
     for i in 0..10 {
         let plan = outbox(&format!("outbox_{i}")).build();
         let outcome = migrate(&pool, &db.url, &plan).await.unwrap();
@@ -158,17 +181,9 @@ async fn passes_wait_for_a_free_session_and_never_open_more_than_the_bound() {
                 Ok::<(), Withdrawal>(())
             };
             let connection = Connection::parse(url).unwrap();
-            pass::migrate(
-                pool,
-                &target(&connection, &app),
-                &plan,
-                &CancellationToken::new(),
-                |_| (),
-                gate,
-                DriftCheck::After,
-            )
-            .await
-            .unwrap()
+            migrate_gated(pool, &target(&connection, &app), &plan, gate)
+                .await
+                .unwrap()
         }
     });
     let outcomes = tokio::time::timeout(WAIT, futures::future::join_all(runs))
@@ -187,9 +202,7 @@ async fn passes_wait_for_a_free_session_and_never_open_more_than_the_bound() {
 
 #[tokio::test]
 async fn a_terminated_idle_session_is_replaced_and_the_next_pass_succeeds() {
-    let db = support::fresh_db().await;
-    let observer = db.connect().await;
-    let (pool, counts) = pool(2);
+    let (db, observer, pool, counts) = db_and_pool(2).await;
     migrate(&pool, &db.url, &outbox("outbox_a").build())
         .await
         .unwrap();
@@ -234,20 +247,11 @@ async fn a_step_failing_under_the_lock_closes_the_session_and_leaves_no_advisory
             Ok::<(), Withdrawal>(())
         }
     };
-    let error = pass::migrate(
-        &pool,
-        &target(
-            &Connection::parse(&db.url).unwrap(),
-            "boxtable-operator/test/outbox",
-        ),
-        &plan,
-        &CancellationToken::new(),
-        |_| (),
-        gate,
-        DriftCheck::After,
-    )
-    .await
-    .unwrap_err();
+    let connection = Connection::parse(&db.url).unwrap();
+    let target = target(&connection, "boxtable-operator/test/outbox");
+    let error = migrate_gated(&pool, &target, &plan, gate)
+        .await
+        .unwrap_err();
     assert!(
         matches!(error, PassError::Run { .. }) && error.message().contains("step failure injected"),
         "{}",
@@ -270,28 +274,18 @@ async fn a_step_failing_under_the_lock_closes_the_session_and_leaves_no_advisory
 
 #[tokio::test]
 async fn a_withdrawn_run_closes_its_session_and_leaves_no_advisory_lock() {
-    let db = support::fresh_db().await;
-    let observer = db.connect().await;
-    let (pool, counts) = pool(2);
-    let error = pass::migrate(
-        &pool,
-        &target(
-            &Connection::parse(&db.url).unwrap(),
-            "boxtable-operator/test/outbox",
-        ),
-        &outbox("outbox").build(),
-        &CancellationToken::new(),
-        |_| (),
-        || async {
-            Err(Withdrawal {
-                why: "the BoxTable is gone".to_owned(),
-                transient: false,
-            })
-        },
-        DriftCheck::After,
-    )
-    .await
-    .unwrap_err();
+    let (db, observer, pool, counts) = db_and_pool(2).await;
+    let connection = Connection::parse(&db.url).unwrap();
+    let target = target(&connection, "boxtable-operator/test/outbox");
+    let withdrawn = || async {
+        Err(Withdrawal {
+            why: "the BoxTable is gone".to_owned(),
+            transient: false,
+        })
+    };
+    let error = migrate_gated(&pool, &target, &outbox("outbox").build(), withdrawn)
+        .await
+        .unwrap_err();
     assert!(
         matches!(
             error,
@@ -310,9 +304,7 @@ async fn a_withdrawn_run_closes_its_session_and_leaves_no_advisory_lock() {
 
 #[tokio::test]
 async fn a_session_handed_back_inside_a_transaction_or_holding_an_advisory_lock_is_closed() {
-    let db = support::fresh_db().await;
-    let observer = db.connect().await;
-    let (pool, counts) = pool(2);
+    let (db, observer, pool, counts) = db_and_pool(2).await;
     let key = SessionKey::of(&Connection::parse(&db.url).unwrap());
     let cancel = CancellationToken::new();
     for left_behind in ["BEGIN", "SELECT pg_advisory_lock(74726, 1)"] {
@@ -472,9 +464,7 @@ async fn past_the_idle_cap_the_oldest_idle_session_is_closed() {
 
 #[tokio::test]
 async fn closing_the_pool_ends_its_idle_sessions_and_those_handed_back_later() {
-    let db = support::fresh_db().await;
-    let observer = db.connect().await;
-    let (pool, counts) = pool(2);
+    let (db, observer, pool, counts) = db_and_pool(2).await;
     let key = SessionKey::of(&Connection::parse(&db.url).unwrap());
     let cancel = CancellationToken::new();
     migrate(&pool, &db.url, &outbox("outbox").build())
@@ -524,9 +514,7 @@ async fn each_pass_on_a_kept_session_takes_and_releases_its_own_lock_and_the_pre
 
 #[tokio::test]
 async fn a_session_opened_ahead_is_lent_to_the_first_pass_and_no_other_is_opened() {
-    let db = support::fresh_db().await;
-    let observer = db.connect().await;
-    let (pool, counts) = pool(1);
+    let (db, observer, pool, counts) = db_and_pool(1).await;
     let plan = outbox("outbox_ahead").build();
     let app = "boxtable-operator/test/outbox_ahead";
     let connection = Connection::parse(&db.url).unwrap();

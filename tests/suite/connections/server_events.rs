@@ -1,6 +1,11 @@
 //! Server-level events on private clusters: PostgreSQL restarted mid-run, and a hot standby (a
 //! streaming replica made with `pg_basebackup -R`) or a read-only database as the target.
 
+use std::path::Path;
+
+use tokio::process::Child;
+use tokio_postgres::Client;
+
 use crate::support;
 use crate::support::Sql;
 use crate::support::advisory_locks;
@@ -10,6 +15,25 @@ use crate::support::reliability::*;
 const V1_OUTBOX: &str = "CREATE TABLE public.outbox (Id BIGSERIAL PRIMARY KEY, \
     MessageId UUID UNIQUE NOT NULL, Topic VARCHAR(255), MessageType VARCHAR(32), \
     Timestamp timestamptz, HeaderBag TEXT, Body TEXT)";
+
+/// Restarts `primary` at once while the migrate run `child` is under way; returns the cluster and
+/// how the run ended.
+async fn restart_while_running(primary: Cluster, child: Child) -> (Cluster, MigrateRun) {
+    let primary = tokio::task::spawn_blocking(move || {
+        primary.restart_fast();
+        primary
+    })
+    .await
+    .unwrap();
+    (primary, finish(child).await)
+}
+
+/// Asserts that migrating `manifest` again on `url` succeeds and records version 8.
+async fn assert_retry_migrates_to_8(client: &Client, manifest: &Path, url: &str) {
+    let retry = migrate(manifest, url).await;
+    assert_eq!(retry.code, Some(0), "{retry:?}");
+    assert_eq!(recorded_version(client, "outbox").await, Some(8));
+}
 
 #[tokio::test]
 async fn a_restart_while_waiting_for_the_lock_is_a_clear_connection_failure_and_the_retry_succeeds()
@@ -25,13 +49,7 @@ async fn a_restart_while_waiting_for_the_lock_is_a_clear_connection_failure_and_
     let child = spawn_migrate(&manifest, &url);
     wait_until_polling(&client, MIGRATE_APP).await;
 
-    let primary = tokio::task::spawn_blocking(move || {
-        primary.restart_fast();
-        primary
-    })
-    .await
-    .unwrap();
-    let run = finish(child).await;
+    let (primary, run) = restart_while_running(primary, child).await;
 
     assert_ne!(run.code, Some(0), "{run:?}");
     assert_eq!(run.reason(), "ConnectionFailed", "{run:?}");
@@ -47,9 +65,7 @@ async fn a_restart_while_waiting_for_the_lock_is_a_clear_connection_failure_and_
         0,
         "the restart freed every lock"
     );
-    let retry = migrate(&manifest, &url).await;
-    assert_eq!(retry.code, Some(0), "{retry:?}");
-    assert_eq!(recorded_version(&client, "outbox").await, Some(8));
+    assert_retry_migrates_to_8(&client, &manifest, &url).await;
     drop(primary);
 }
 
@@ -68,13 +84,7 @@ async fn a_restart_while_a_step_runs_loses_the_session_commits_nothing_and_the_r
     let child = spawn_migrate(&manifest, &url);
     wait_until_paused(&client, MIGRATE_APP).await;
 
-    let primary = tokio::task::spawn_blocking(move || {
-        primary.restart_fast();
-        primary
-    })
-    .await
-    .unwrap();
-    let run = finish(child).await;
+    let (primary, run) = restart_while_running(primary, child).await;
 
     assert_eq!(run.reason(), "ConnectionFailed", "{run:?}");
     assert!(
@@ -86,9 +96,7 @@ async fn a_restart_while_a_step_runs_loses_the_session_commits_nothing_and_the_r
     assert_eq!(recorded_version(&client, "outbox").await, None);
     assert_eq!(column_names(&client, "outbox").await, outbox_columns_at(1));
     set_db_setting(&client, "postgres", "pause_at", None).await;
-    let retry = migrate(&manifest, &url).await;
-    assert_eq!(retry.code, Some(0), "{retry:?}");
-    assert_eq!(recorded_version(&client, "outbox").await, Some(8));
+    assert_retry_migrates_to_8(&client, &manifest, &url).await;
     drop(primary);
 }
 

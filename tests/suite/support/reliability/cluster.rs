@@ -321,19 +321,24 @@ impl Cluster {
         std::fs::read(self.data.join("server.crt")).unwrap()
     }
 
-    /// A data directory made by `initdb`, the server not started yet.
-    fn initialised(tls: bool) -> Self {
+    /// A cluster in a new directory on a free port, its data directory not made yet.
+    fn in_new_dir(tls: bool) -> Self {
         let (root, owner, bin) = Self::new_dir();
-        let data = root.path().join("data");
-        let cluster = Self {
-            data: data.clone(),
+        Self {
+            data: root.path().join("data"),
             root,
             port: free_port(),
             bin,
             owner,
             tls,
             client_ca: None,
-        };
+        }
+    }
+
+    /// A data directory made by `initdb`, the server not started yet.
+    fn initialised(tls: bool) -> Self {
+        let cluster = Self::in_new_dir(tls);
+        let data = cluster.data.clone();
         cluster.run(
             "initdb",
             &[
@@ -355,17 +360,8 @@ impl Cluster {
     /// it, else (server-only builds, such as the per-major builds of `scripts/pg-install.sh`) from
     /// a copy of the primary's data directory taken while it is stopped.
     pub fn standby_of(primary: &Cluster) -> Self {
-        let (root, owner, bin) = Self::new_dir();
-        let data = root.path().join("data");
-        let cluster = Self {
-            data: data.clone(),
-            root,
-            port: free_port(),
-            bin,
-            owner,
-            tls: false,
-            client_ca: None,
-        };
+        let cluster = Self::in_new_dir(false);
+        let data = cluster.data.clone();
         if !cluster.bin.join("pg_basebackup").exists() {
             cluster.copy_as_standby_of(primary);
             cluster.start();
