@@ -65,14 +65,10 @@ async fn tables(db: &support::TestDb) -> Vec<String> {
 async fn a_typo_in_a_field_name_is_refused_as_kubectl_refuses_it_and_nothing_is_touched() {
     let db = support::fresh_db().await;
     let dir = tempfile::tempdir().unwrap();
-    let file = write(
-        dir.path(),
-        "typo.yaml",
-        &boxtable("orders")
-            .namespace("shop")
-            .raw_spec("  tabel: orders_outbox\n")
-            .manifest(),
-    );
+    let file = boxtable("orders")
+        .namespace("shop")
+        .raw_spec("  tabel: orders_outbox\n")
+        .write_manifest(dir.path(), "typo.yaml");
 
     let run = migrate(&["-f", &file, "--database-url", &db.url], None);
 
@@ -179,11 +175,9 @@ async fn database_url_in_the_environment_is_ignored_unless_a_flag_asks_for_it_an
 {
     let db = support::fresh_db().await;
     let dir = tempfile::tempdir().unwrap();
-    let file = write(
-        dir.path(),
-        "outbox.yaml",
-        &boxtable("orders").namespace("shop").manifest(),
-    );
+    let file = boxtable("orders")
+        .namespace("shop")
+        .write_manifest(dir.path(), "outbox.yaml");
 
     let ignored = migrate(&["-f", &file], Some(&db.url));
 
@@ -240,22 +234,14 @@ async fn every_file_is_read_every_error_reported_then_one_summary_and_the_worst_
         "a-broken.yaml",
         "apiVersion: v1\nkind: [unclosed\n",
     );
-    write(
-        dir.path(),
-        "b-typo.yaml",
-        &boxtable("typo")
-            .namespace("shop")
-            .raw_spec("  shcema: sales\n")
-            .manifest(),
-    );
-    write(
-        dir.path(),
-        "c-good.yaml",
-        &boxtable("good")
-            .namespace("shop")
-            .raw_spec("  table: good_outbox\n")
-            .manifest(),
-    );
+    boxtable("typo")
+        .namespace("shop")
+        .raw_spec("  shcema: sales\n")
+        .write_manifest(dir.path(), "b-typo.yaml");
+    boxtable("good")
+        .namespace("shop")
+        .raw_spec("  table: good_outbox\n")
+        .write_manifest(dir.path(), "c-good.yaml");
     write(
         dir.path(),
         "d-other.yaml",
@@ -306,19 +292,13 @@ async fn every_file_is_read_every_error_reported_then_one_summary_and_the_worst_
 async fn a_suspended_table_behind_its_target_exits_2_and_one_at_its_target_exits_0() {
     let db = support::fresh_db().await;
     let dir = tempfile::tempdir().unwrap();
-    let suspended = write(
-        dir.path(),
-        "s.yaml",
-        &boxtable("orders")
-            .namespace("shop")
-            .raw_spec("  suspend: true\n")
-            .manifest(),
-    );
-    let active = write(
-        dir.path(),
-        "a.yaml",
-        &boxtable("orders").namespace("shop").manifest(),
-    );
+    let suspended = boxtable("orders")
+        .namespace("shop")
+        .raw_spec("  suspend: true\n")
+        .write_manifest(dir.path(), "s.yaml");
+    let active = boxtable("orders")
+        .namespace("shop")
+        .write_manifest(dir.path(), "a.yaml");
 
     let behind = migrate(&["-f", &suspended, "--database-url", &db.url], None);
     assert_eq!(behind.code, Some(2), "{}\n{}", behind.stdout, behind.stderr);
@@ -339,11 +319,9 @@ async fn a_suspended_table_behind_its_target_exits_2_and_one_at_its_target_exits
 async fn a_path_that_cannot_be_read_is_reported_and_the_other_files_still_run() {
     let db = support::fresh_db().await;
     let dir = tempfile::tempdir().unwrap();
-    let good = write(
-        dir.path(),
-        "good.yaml",
-        &boxtable("good").namespace("shop").manifest(),
-    );
+    let good = boxtable("good")
+        .namespace("shop")
+        .write_manifest(dir.path(), "good.yaml");
     let missing = dir.path().join("missing.yaml");
     let missing = missing.to_str().unwrap();
 

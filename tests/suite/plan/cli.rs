@@ -98,14 +98,10 @@ async fn the_plan_lists_byte_for_byte_the_statements_the_run_then_sends() {
     // An outbox an older Brighter left at V5 with no history: the run adopts it (Bootstrap).
     support::migrate::outbox_at(&client, "public.legacy_outbox", 5, 3).await;
     let dir = tempfile::tempdir().unwrap();
-    let first = write(
-        dir.path(),
-        "a-first.yaml",
-        &boxtable("orders")
-            .namespace("shop")
-            .raw_spec("  targetVersion: 5\n")
-            .manifest(),
-    );
+    let first = boxtable("orders")
+        .namespace("shop")
+        .raw_spec("  targetVersion: 5\n")
+        .write_manifest(dir.path(), "a-first.yaml");
     let (code, _, stderr) = run(&["migrate", "-f", &first, "--database-url", &db.url]);
     assert_eq!(code, Some(0), "{stderr}");
     let manifests = [
@@ -196,14 +192,10 @@ async fn a_plan_takes_no_lock_and_waits_for_none() {
         .await
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let file = write(
-        dir.path(),
-        "outbox.yaml",
-        &boxtable("orders")
-            .namespace("shop")
-            .raw_spec("  lock:\n    timeout: 1h\n")
-            .manifest(),
-    );
+    let file = boxtable("orders")
+        .namespace("shop")
+        .raw_spec("  lock:\n    timeout: 1h\n")
+        .write_manifest(dir.path(), "outbox.yaml");
 
     let proxy = support::wire::start(support::wire::upstream(&db.config())).await;
     let url = support::wire::through(&db.config(), proxy.addr);
@@ -248,11 +240,9 @@ async fn a_plan_takes_no_lock_and_waits_for_none() {
 #[test]
 fn a_plan_that_cannot_reach_its_database_exits_1_not_2() {
     let dir = tempfile::tempdir().unwrap();
-    let file = write(
-        dir.path(),
-        "outbox.yaml",
-        &boxtable("orders").namespace("shop").manifest(),
-    );
+    let file = boxtable("orders")
+        .namespace("shop")
+        .write_manifest(dir.path(), "outbox.yaml");
 
     let (code, stdout, _) = run(&[
         "plan",
@@ -279,11 +269,9 @@ fn a_usage_error_exits_1_so_it_never_reads_as_changes_pending() {
 async fn an_up_to_date_table_plans_no_statements_exits_0_and_reports_its_drift_as_json() {
     let db = support::fresh_db().await;
     let dir = tempfile::tempdir().unwrap();
-    let file = write(
-        dir.path(),
-        "outbox.yaml",
-        &boxtable("orders").namespace("shop").manifest(),
-    );
+    let file = boxtable("orders")
+        .namespace("shop")
+        .write_manifest(dir.path(), "outbox.yaml");
     let url_file = write(dir.path(), "database-url", &format!("{}\n", db.url));
     let (code, _, stderr) = run(&["migrate", "-f", &file, "--database-url-file", &url_file]);
     assert_eq!(code, Some(0), "{stderr}");

@@ -2,6 +2,8 @@
 //! built as the typed object the controller tests create ([`BoxTableBuilder::build`]) or written
 //! as the manifest a user applies ([`BoxTableBuilder::manifest`]).
 
+use std::path::Path;
+
 use boxtable_operator::crd::{
     BoxKind, BoxTable, BoxTableSpec, ConnectionKeys, ConnectionParameters, DeletionPolicy,
 };
@@ -113,6 +115,13 @@ impl BoxTableBuilder {
         let mut bt = BoxTable::new(&self.name, self.spec);
         bt.metadata.namespace = Some(self.namespace);
         bt
+    }
+
+    /// Writes [`Self::manifest`] to the file `name` in `dir`; returns the file's path.
+    pub fn write_manifest(self, dir: &Path, name: &str) -> String {
+        let path = dir.join(name);
+        std::fs::write(&path, self.manifest()).unwrap();
+        path.to_str().unwrap().to_owned()
     }
 
     /// The manifest a user would write: a YAML document (starting with `---`) that sets only
