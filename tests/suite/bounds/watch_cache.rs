@@ -17,6 +17,21 @@ use serde_json::json;
 
 use crate::support::control_plane::control_plane;
 
+/// Asserts that `cached` has neither managedFields nor the last-applied annotation, and keeps the
+/// `shop.example/team` annotation and the labels of `stored`.
+fn assert_kept_without_what_the_server_adds(cached: &impl Resource, stored: &impl Resource) {
+    assert!(cached.managed_fields().is_empty(), "{:?}", cached.meta());
+    assert!(!cached.annotations().contains_key(LAST_APPLIED));
+    assert_eq!(
+        cached
+            .annotations()
+            .get("shop.example/team")
+            .map(String::as_str),
+        Some("orders")
+    );
+    assert_eq!(cached.labels(), stored.labels());
+}
+
 /// Drives `events` in the background and waits until `store` has synced its first list (which
 /// holds every object created before the watch started); fails after 60 s.
 async fn synced<K, S, E>(store: &Store<K>, events: S) -> tokio::task::JoinHandle<()>
@@ -111,16 +126,7 @@ async fn the_caches_hold_no_managed_fields_and_no_last_applied_copy_but_keep_the
     let driving = synced(&store, events).await;
     let cached = store.get(&key).expect("the BoxTable is in the cache");
     driving.abort();
-    assert!(cached.managed_fields().is_empty(), "{:?}", cached.meta());
-    assert!(!cached.annotations().contains_key(LAST_APPLIED));
-    assert_eq!(
-        cached
-            .annotations()
-            .get("shop.example/team")
-            .map(String::as_str),
-        Some("orders")
-    );
-    assert_eq!(cached.labels(), stored.labels());
+    assert_kept_without_what_the_server_adds(&*cached, &stored);
     assert_eq!(cached.spec, stored.spec);
     assert_eq!(cached.uid(), stored.uid());
     assert_eq!(cached.resource_version(), stored.resource_version());
@@ -138,16 +144,7 @@ async fn the_caches_hold_no_managed_fields_and_no_last_applied_copy_but_keep_the
         .get(&secret_key)
         .expect("the Secret is in the cache");
     driving.abort();
-    assert!(cached.managed_fields().is_empty(), "{:?}", cached.meta());
-    assert!(!cached.annotations().contains_key(LAST_APPLIED));
-    assert_eq!(
-        cached
-            .annotations()
-            .get("shop.example/team")
-            .map(String::as_str),
-        Some("orders")
-    );
-    assert_eq!(cached.labels(), stored_secret.labels());
+    assert_kept_without_what_the_server_adds(&*cached, &stored_secret);
     assert_eq!(cached.resource_version(), stored_secret.resource_version());
 
     plane

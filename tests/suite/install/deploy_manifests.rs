@@ -18,7 +18,9 @@ use k8s_openapi::api::admissionregistration::v1::{
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Container, Namespace, Secret, Service, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
+use k8s_openapi::api::rbac::v1::{
+    ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, Subject,
+};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::Serialize;
@@ -265,8 +267,18 @@ fn expand_rules(rules: &[PolicyRule]) -> BTreeSet<(String, String, String, Strin
     atoms
 }
 
-fn assert_grants(what: &str, rules: &[PolicyRule], expected: &[Grant]) {
-    let granted = expand_rules(rules);
+/// The (kind, name, namespace) of each of a binding's `subjects`.
+fn subjects_of(subjects: Option<Vec<Subject>>) -> Vec<(String, String, Option<String>)> {
+    subjects
+        .unwrap_or_default()
+        .into_iter()
+        .map(|s| (s.kind, s.name, s.namespace))
+        .collect()
+}
+
+/// Asserts that `rules` (none when absent) grant exactly `expected`, naming what differs.
+fn assert_grants(what: &str, rules: &Option<Vec<PolicyRule>>, expected: &[Grant]) {
+    let granted = expand_rules(rules.as_deref().unwrap_or_default());
     let expected = expand(expected);
     let extra: Vec<_> = granted.difference(&expected).collect();
     let missing: Vec<_> = expected.difference(&granted).collect();
@@ -599,11 +611,7 @@ fn a_disruption_budget_keeps_all_but_one_operator_pod_through_drains() {
 fn the_cluster_role_grants_exactly_the_calls_the_operator_makes() {
     let role = cluster_role(&deploy(), OPERATOR);
     assert!(role.aggregation_rule.is_none());
-    assert_grants(
-        "ClusterRole",
-        role.rules.as_deref().unwrap_or_default(),
-        CLUSTER_GRANTS,
-    );
+    assert_grants("ClusterRole", &role.rules, CLUSTER_GRANTS);
 }
 
 #[test]
@@ -663,11 +671,7 @@ fn boxtables_aggregate_into_the_built_in_admin_edit_and_view_roles() {
 fn the_leader_election_role_grants_exactly_the_lease_calls() {
     let role: Role = only(&deploy());
     assert_eq!(role.metadata.namespace.as_deref(), Some(NAMESPACE));
-    assert_grants(
-        "leader-election Role",
-        role.rules.as_deref().unwrap_or_default(),
-        LEADER_ELECTION_GRANTS,
-    );
+    assert_grants("leader-election Role", &role.rules, LEADER_ELECTION_GRANTS);
 }
 
 #[test]
@@ -711,12 +715,7 @@ fn the_bindings_give_the_roles_to_the_operator_service_account() {
         Some(&cluster_binding.role_ref.name),
         cluster_role.metadata.name.as_ref()
     );
-    let subjects: Vec<_> = cluster_binding
-        .subjects
-        .unwrap_or_default()
-        .into_iter()
-        .map(|s| (s.kind, s.name, s.namespace))
-        .collect();
+    let subjects = subjects_of(cluster_binding.subjects);
     assert_eq!(subjects, vec![subject.clone()]);
 
     let binding: RoleBinding = only(&objects);
@@ -724,12 +723,7 @@ fn the_bindings_give_the_roles_to_the_operator_service_account() {
     assert_eq!(binding.role_ref.kind, "Role");
     assert_eq!(Some(&binding.role_ref.name), role.metadata.name.as_ref());
     assert_eq!(binding.metadata.namespace, role.metadata.namespace);
-    let subjects: Vec<_> = binding
-        .subjects
-        .unwrap_or_default()
-        .into_iter()
-        .map(|s| (s.kind, s.name, s.namespace))
-        .collect();
+    let subjects = subjects_of(binding.subjects);
     assert_eq!(subjects, vec![subject]);
 }
 
@@ -1062,19 +1056,14 @@ fn secure_metrics_add_the_flag_https_probes_and_exactly_the_review_grants_and_on
     let auth = cluster_role(&objects, "boxtable-operator-metrics-auth");
     assert_grants(
         "ClusterRole boxtable-operator-metrics-auth",
-        auth.rules.as_deref().unwrap_or_default(),
+        &auth.rules,
         METRICS_AUTH_GRANTS,
     );
     let binding = all::<ClusterRoleBinding>(&objects)
         .into_iter()
         .find(|b| b.role_ref.name == "boxtable-operator-metrics-auth")
         .expect("a binding of the metrics-auth role");
-    let subjects: Vec<_> = binding
-        .subjects
-        .unwrap_or_default()
-        .into_iter()
-        .map(|s| (s.kind, s.name, s.namespace))
-        .collect();
+    let subjects = subjects_of(binding.subjects);
     assert_eq!(
         subjects,
         [(
@@ -1086,10 +1075,7 @@ fn secure_metrics_add_the_flag_https_probes_and_exactly_the_review_grants_and_on
     // The operator's own ClusterRole is unchanged.
     assert_grants(
         "ClusterRole",
-        cluster_role(&objects, OPERATOR)
-            .rules
-            .as_deref()
-            .unwrap_or_default(),
+        &cluster_role(&objects, OPERATOR).rules,
         CLUSTER_GRANTS,
     );
 

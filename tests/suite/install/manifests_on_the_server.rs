@@ -19,6 +19,11 @@ fn stderr(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// Asserts that the kubectl call that gave `out` succeeded; `what` says what a failure means.
+fn assert_succeeded(out: &std::process::Output, what: &str) {
+    assert!(out.status.success(), "{what}: {}", stderr(out));
+}
+
 fn assert_no_warnings(what: &str, out: &std::process::Output) {
     let err = stderr(out);
     assert!(out.status.success(), "{what} refused: {err}");
@@ -320,29 +325,30 @@ fn the_immutability_rules_are_enforced_by_the_server_on_update() {
     plane
         .kubectl_admin(&["apply", "-f", "-"], Some(&original))
         .unwrap();
+    // (what changes, the text replaced in the manifest, its replacement, the server's message)
     let cases = [
-        (
-            "box",
-            original.replace("box: Outbox", "box: Inbox"),
-            "box is immutable",
-        ),
+        ("box", "box: Outbox", "box: Inbox", "box is immutable"),
         (
             "table",
-            original.replace("table: orders_outbox", "table: other"),
+            "table: orders_outbox",
+            "table: other",
             "table is immutable",
         ),
         (
             "table removed",
-            original.replace("  table: orders_outbox\n", ""),
+            "  table: orders_outbox\n",
+            "",
             "table is immutable",
         ),
         (
             "schema",
-            original.replace("schema: sales", "schema: billing"),
+            "schema: sales",
+            "schema: billing",
             "schema is immutable",
         ),
     ];
-    for (what, manifest, message) in cases {
+    for (what, from, to, message) in cases {
+        let manifest = original.replace(from, to);
         let out = plane.kubectl_as(
             &plane.admin_kubeconfig,
             &["apply", "-f", "-"],
@@ -583,11 +589,7 @@ fn users_bound_to_the_built_in_edit_and_view_roles_can_use_boxtables() {
 
     let manifest = boxtable("orders").namespace(&ns).secret("db").manifest();
     let created = as_user("alice", &["apply", "-f", "-"], Some(&manifest));
-    assert!(
-        created.status.success(),
-        "edit cannot create: {}",
-        stderr(&created)
-    );
+    assert_succeeded(&created, "edit cannot create");
     let patched = as_user(
         "alice",
         &[
@@ -602,11 +604,7 @@ fn users_bound_to_the_built_in_edit_and_view_roles_can_use_boxtables() {
         ],
         None,
     );
-    assert!(
-        patched.status.success(),
-        "edit cannot patch: {}",
-        stderr(&patched)
-    );
+    assert_succeeded(&patched, "edit cannot patch");
     let read = as_user(
         "bob",
         &[
@@ -620,7 +618,7 @@ fn users_bound_to_the_built_in_edit_and_view_roles_can_use_boxtables() {
         ],
         None,
     );
-    assert!(read.status.success(), "view cannot read: {}", stderr(&read));
+    assert_succeeded(&read, "view cannot read");
     assert_eq!(String::from_utf8_lossy(&read.stdout), "true");
     let refused = as_user("bob", &["-n", &ns, "delete", "bt", "orders"], None);
     assert!(
@@ -633,11 +631,7 @@ fn users_bound_to_the_built_in_edit_and_view_roles_can_use_boxtables() {
         &["-n", &ns, "delete", "bt", "orders", "--wait=false"],
         None,
     );
-    assert!(
-        deleted.status.success(),
-        "edit cannot delete: {}",
-        stderr(&deleted)
-    );
+    assert_succeeded(&deleted, "edit cannot delete");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
