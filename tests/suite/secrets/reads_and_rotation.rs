@@ -16,6 +16,7 @@ use crate::support;
 use crate::support::Sql;
 use crate::support::black_hole::BlackHole;
 use crate::support::controller::*;
+use crate::support::fault_proxy::Seen;
 use boxtable_operator::crd::{
     ChannelBindingParameter, ConnectionKeys, ConnectionParameters, SslModeParameter,
 };
@@ -26,6 +27,15 @@ const LABEL: &str = "brighter.dev/connection";
 
 fn secrets(h: &Harness) -> Api<Secret> {
     Api::namespaced(h.client.clone(), &h.namespace)
+}
+
+/// The requests the controller has made on the Secrets collection so far, in order.
+fn requests_on_secrets(h: &Harness) -> Vec<Seen> {
+    h.api
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.ends_with("/secrets"))
+        .collect()
 }
 
 /// Creates Secret `name` holding `value` under `connectionString`, with `labels`.
@@ -174,12 +184,7 @@ async fn secrets_are_watched_by_metadata_only_and_read_once_per_resource_version
         "an unreferenced Secret is never read"
     );
 
-    let on_secrets: Vec<_> = h
-        .api
-        .requests()
-        .into_iter()
-        .filter(|r| r.path.ends_with("/secrets"))
-        .collect();
+    let on_secrets = requests_on_secrets(&h);
     assert!(
         on_secrets.iter().any(|r| r.is_watch()),
         "the controller watches Secrets: {on_secrets:?}"
@@ -581,12 +586,7 @@ async fn no_secret_is_fetched_with_get_and_an_unselected_secrets_data_never_reac
 
     let gets = h.secret_requests("get");
     assert!(gets.is_empty(), "the operator GETs no Secret: {gets:?}");
-    let on_secrets: Vec<_> = h
-        .api
-        .requests()
-        .into_iter()
-        .filter(|r| r.path.ends_with("/secrets"))
-        .collect();
+    let on_secrets = requests_on_secrets(&h);
     let with_data: Vec<_> = on_secrets.iter().filter(|r| !r.metadata_only()).collect();
     assert!(
         with_data
