@@ -30,14 +30,7 @@ async fn the_binary_logs_its_metrics_port_and_each_migration_in_plain_text_and_c
     );
 
     cluster
-        .apply(
-            boxtable("orders")
-                .namespace(ns)
-                .table("orders_outbox")
-                .secret("db")
-                .drop_policy()
-                .manifest(),
-        )
+        .apply_boxtable(ns, boxtable("orders").table("orders_outbox").drop_policy())
         .await;
     cluster.wait_ready(ns, "orders").await;
     let migrated = cluster
@@ -217,14 +210,7 @@ async fn deleting_a_drop_boxtable_logs_no_warning() {
     // then; it is answered at once, before a pass over a BoxTable created afterwards (whose
     // events come later on the same watch) can finish.
     cluster
-        .apply(
-            boxtable("later")
-                .namespace(ns)
-                .table("later_outbox")
-                .secret("db")
-                .drop_policy()
-                .manifest(),
-        )
+        .apply_boxtable(ns, boxtable("later").table("later_outbox").drop_policy())
         .await;
     cluster.wait_ready(ns, "later").await;
     cluster
@@ -281,25 +267,11 @@ async fn the_shipped_environment_migrates_without_notice_lines() {
     let operator = cluster.operator_with_log_filter(ns, "shipped-logs", &log_format, &log_filter);
     // The second table's migration finds the history table there already.
     cluster
-        .apply(
-            boxtable("first")
-                .namespace(ns)
-                .table("first_outbox")
-                .secret("db")
-                .drop_policy()
-                .manifest(),
-        )
+        .apply_boxtable(ns, boxtable("first").table("first_outbox").drop_policy())
         .await;
     cluster.wait_ready(ns, "first").await;
     cluster
-        .apply(
-            boxtable("second")
-                .namespace(ns)
-                .table("second_outbox")
-                .secret("db")
-                .drop_policy()
-                .manifest(),
-        )
+        .apply_boxtable(ns, boxtable("second").table("second_outbox").drop_policy())
         .await;
     cluster.wait_ready(ns, "second").await;
     let migrated = cluster
@@ -337,14 +309,7 @@ async fn a_refused_pass_is_logged_as_a_refusal_never_as_a_failed_migration() {
         .await;
     let operator = cluster.operator(ns, "refusals");
     cluster
-        .apply(
-            boxtable("owner")
-                .namespace(ns)
-                .table("shared_outbox")
-                .secret("db")
-                .drop_policy()
-                .manifest(),
-        )
+        .apply_boxtable(ns, boxtable("owner").table("shared_outbox").drop_policy())
         .await;
     cluster.wait_ready(ns, "owner").await;
     cluster

@@ -55,13 +55,7 @@ async fn a_running_operator_exports_every_metric_the_dashboard_and_the_alerts_re
 
     // One table migrated, one BoxTable stalled on a missing Secret.
     cluster
-        .apply(
-            boxtable("orders")
-                .namespace(ns)
-                .table("orders_outbox")
-                .secret("db")
-                .manifest(),
-        )
+        .apply_boxtable(ns, boxtable("orders").table("orders_outbox"))
         .await;
     cluster
         .apply(
@@ -160,30 +154,13 @@ async fn lock_held_reads_1_while_a_migration_holds_the_lock_and_a_session_blocke
     let cluster = Cluster::start().await;
     let ns = "monitoring-lock";
     cluster.secret(ns, "db").await;
-    let blocker = connect(&cluster.db.url).await;
     // A V1 outbox (bootstrap then seven steps); an open transaction's ACCESS SHARE lock keeps the
     // migration's first ALTER waiting, inside the transaction, with the advisory lock held.
-    blocker
-        .batch_execute(
-            "CREATE TABLE public.held (Id BIGSERIAL PRIMARY KEY, MessageId UUID UNIQUE NOT NULL, \
-             Topic VARCHAR(255), MessageType VARCHAR(32), Timestamp timestamptz, HeaderBag TEXT, Body TEXT)",
-        )
-        .await
-        .unwrap();
-    blocker
-        .batch_execute("BEGIN; LOCK TABLE public.held IN ACCESS SHARE MODE")
-        .await
-        .unwrap();
+    let blocker = cluster.v1_outbox_held_open("held").await;
     let operator = cluster.operator(ns, "e2e-monitoring-lock");
     let addr = operator.metrics_address(&cluster).await;
     cluster
-        .apply(
-            boxtable("held")
-                .namespace(ns)
-                .table("held")
-                .secret("db")
-                .manifest(),
-        )
+        .apply_boxtable(ns, boxtable("held").table("held"))
         .await;
     cluster.wait_for_alter_blocked_on_lock(ns, WAIT).await;
     wait_for_sample(&cluster, addr, "boxtable_lock_held", 1.0).await;

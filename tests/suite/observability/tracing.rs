@@ -115,13 +115,7 @@ async fn each_pass_is_one_trace_with_the_secret_read_the_lock_wait_and_the_migra
     let endpoint = format!("http://{addr}");
     let operator = cluster.operator_with(ns, "e2e-tracing", &["--otlp-endpoint", &endpoint]);
     cluster
-        .apply(
-            boxtable("orders")
-                .namespace(ns)
-                .table("orders_outbox")
-                .secret("db")
-                .manifest(),
-        )
+        .apply_boxtable(ns, boxtable("orders").table("orders_outbox"))
         .await;
     cluster
         .apply(

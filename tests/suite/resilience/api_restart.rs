@@ -4,34 +4,54 @@
 //! nothing lost and nothing done twice. These tests restart the shared API server, so they live in
 //! a test binary of their own and run one at a time.
 
+use std::process::ExitStatus;
 use std::time::Duration;
 
 use jiff::Timestamp;
 use tokio::sync::Mutex;
 
-use crate::support;
 use crate::support::boxtable::boxtable;
-use crate::support::e2e::{Cluster, ControlPlane, connect};
+use crate::support::e2e::{Cluster, ControlPlane, OperatorToken, connect};
 
 const WAIT: Duration = Duration::from_secs(180);
 
 /// One restart at a time.
 static RESTARTS: Mutex<()> = Mutex::const_new(());
 
-/// Kills kube-apiserver and waits until its supervisor has a new one serving `/readyz`; returns
-/// when that began.
-async fn kill_and_wait_for_restart(cluster: &Cluster, plane: &ControlPlane) -> Timestamp {
-    let killed_at = Timestamp::now();
+/// A cluster whose forbidden requests the test checks itself, leaving out the restart: the
+/// cluster, its control plane and the operator's token.
+async fn cluster_checked_by_the_test() -> (Cluster, &'static ControlPlane, OperatorToken) {
+    let mut cluster = Cluster::start().await;
+    let plane = cluster.plane.unwrap();
+    let token = cluster.token.take().unwrap();
+    (cluster, plane, token)
+}
+
+/// Sends SIGKILL to kube-apiserver; returns how `kill` exited and the pid it was sent to.
+fn kill_apiserver(plane: &ControlPlane) -> (ExitStatus, u32) {
     let old = plane.apiserver_pid();
     let killed = std::process::Command::new("kill")
         .args(["-KILL", &old.to_string()])
         .status()
         .unwrap();
+    (killed, old)
+}
+
+/// Whether kube-apiserver's pid file names another process than `old`.
+fn apiserver_replaced(plane: &ControlPlane, old: u32) -> bool {
+    let pid = std::fs::read_to_string(&plane.apiserver_pidfile).unwrap_or_default();
+    pid.trim() != old.to_string()
+}
+
+/// Kills kube-apiserver and waits until its supervisor has a new one serving `/readyz`; returns
+/// when that began.
+async fn kill_and_wait_for_restart(cluster: &Cluster, plane: &ControlPlane) -> Timestamp {
+    let killed_at = Timestamp::now();
+    let (killed, old) = kill_apiserver(plane);
     assert!(killed.success());
     cluster
         .eventually("kube-apiserver to be restarted and ready", WAIT, || async {
-            let pid = std::fs::read_to_string(&plane.apiserver_pidfile).unwrap_or_default();
-            if pid.trim() == old.to_string() {
+            if !apiserver_replaced(plane, old) {
                 return None;
             }
             let out = cluster.kubectl(&["get", "--raw", "/readyz"]).await;
@@ -46,7 +66,7 @@ async fn kill_and_wait_for_restart(cluster: &Cluster, plane: &ControlPlane) -> T
 /// (`from` until a little after `ready`).
 fn assert_no_forbidden_requests_outside(
     plane: &ControlPlane,
-    token: &support::e2e::OperatorToken,
+    token: &OperatorToken,
     from: Timestamp,
     ready: Timestamp,
 ) {
@@ -75,34 +95,14 @@ async fn history(cluster: &Cluster, table: &str) -> Vec<i32> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_migration_survives_the_api_server_being_killed_and_restarted_and_runs_once() {
     let _one = RESTARTS.lock().await;
-    let mut cluster = Cluster::start().await;
-    let plane = cluster.plane.unwrap();
-    // Checked below, leaving out the restart.
-    let token = cluster.token.take().unwrap();
+    let (cluster, plane, token) = cluster_checked_by_the_test().await;
     let ns = "apirestart";
     cluster.secret(ns, "db").await;
     // A V1 outbox, its first ALTER held up by a reader's lock: the migration is mid-transaction.
-    let blocker = connect(&cluster.db.url).await;
-    blocker
-        .batch_execute(
-            "CREATE TABLE public.busy (Id BIGSERIAL PRIMARY KEY, MessageId UUID UNIQUE NOT NULL, \
-             Topic VARCHAR(255), MessageType VARCHAR(32), Timestamp timestamptz, HeaderBag TEXT, Body TEXT)",
-        )
-        .await
-        .unwrap();
-    blocker
-        .batch_execute("BEGIN; LOCK TABLE public.busy IN ACCESS SHARE MODE")
-        .await
-        .unwrap();
+    let blocker = cluster.v1_outbox_held_open("busy").await;
     let operator = cluster.operator(ns, "e2e-apirestart");
     cluster
-        .apply(
-            boxtable("busy")
-                .namespace(ns)
-                .table("busy")
-                .secret("db")
-                .manifest(),
-        )
+        .apply_boxtable(ns, boxtable("busy").table("busy"))
         .await;
     cluster
         .wait_for_alter_blocked_on_lock("apirestart", WAIT)
@@ -111,16 +111,11 @@ async fn a_migration_survives_the_api_server_being_killed_and_restarted_and_runs
     // The API server dies mid-migration; the migration then commits while it is away, so the
     // status write after it meets a dead server and must be retried against the new one.
     let killed_at = Timestamp::now();
-    let old = plane.apiserver_pid();
-    std::process::Command::new("kill")
-        .args(["-KILL", &old.to_string()])
-        .status()
-        .unwrap();
+    let (_, old) = kill_apiserver(plane);
     blocker.batch_execute("COMMIT").await.unwrap();
     cluster
         .eventually("kube-apiserver to be restarted and ready", WAIT, || async {
-            let pid = std::fs::read_to_string(&plane.apiserver_pidfile).unwrap_or_default();
-            if pid.trim() == old.to_string() {
+            if !apiserver_replaced(plane, old) {
                 return None;
             }
             let out = cluster.kubectl(&["get", "--raw", "/readyz"]).await;
@@ -176,21 +171,12 @@ async fn etcd_post(plane: &ControlPlane, path: &str, body: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_an_etcd_compaction_expires_the_watch_the_operator_relists_and_converges() {
     let _one = RESTARTS.lock().await;
-    let mut cluster = Cluster::start().await;
-    let plane = cluster.plane.unwrap();
-    // Checked below, leaving out the restart.
-    let token = cluster.token.take().unwrap();
+    let (cluster, plane, token) = cluster_checked_by_the_test().await;
     let ns = "compaction";
     cluster.secret(ns, "db").await;
     let _operator = cluster.operator(ns, "e2e-compaction");
     cluster
-        .apply(
-            boxtable("first")
-                .namespace(ns)
-                .table("first_outbox")
-                .secret("db")
-                .manifest(),
-        )
+        .apply_boxtable(ns, boxtable("first").table("first_outbox"))
         .await;
     cluster.wait_ready(ns, "first").await;
     let lists_before = list_calls(plane, &token);
@@ -214,13 +200,7 @@ async fn after_an_etcd_compaction_expires_the_watch_the_operator_relists_and_con
     let ready_at = Timestamp::now();
 
     cluster
-        .apply(
-            boxtable("second")
-                .namespace(ns)
-                .table("second_outbox")
-                .secret("db")
-                .manifest(),
-        )
+        .apply_boxtable(ns, boxtable("second").table("second_outbox"))
         .await;
     cluster.wait_ready_within(ns, "second", 180).await;
     cluster
@@ -238,7 +218,7 @@ async fn after_an_etcd_compaction_expires_the_watch_the_operator_relists_and_con
 }
 
 /// `list boxtables` calls the operator made (a relist after 410 Gone shows as one).
-fn list_calls(plane: &ControlPlane, token: &support::e2e::OperatorToken) -> usize {
+fn list_calls(plane: &ControlPlane, token: &OperatorToken) -> usize {
     plane
         .audit_events()
         .iter()

@@ -228,13 +228,7 @@ async fn a_sigkilled_operator_leaves_no_partial_table_or_lock_and_a_restart_conv
     let before = columns(&cluster, "victim").await;
     let operator = cluster.operator("kill", "e2e-killed");
     cluster
-        .apply(
-            boxtable("victim")
-                .namespace("kill")
-                .table("victim")
-                .secret("db")
-                .manifest(),
-        )
+        .apply_boxtable("kill", boxtable("victim").table("victim"))
         .await;
 
     // Wait until the operator is inside its migration transaction, blocked on the first ALTER.

@@ -13,7 +13,6 @@ use boxtable_operator::controller::CONTROLLER_NAME;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
 use kube::api::DeleteParams;
-use kube::config::{KubeConfigOptions, Kubeconfig};
 
 use crate::support::Sql;
 use crate::support::control_plane::OPERATOR_NAMESPACE;
@@ -24,16 +23,6 @@ use crate::support::reliability::hold_brighter_lock;
 const WAIT: Duration = Duration::from_secs(60);
 /// How long the proxy holds each read of the Lease once the leader is told to stop.
 const HOLD: Duration = Duration::from_secs(3);
-
-async fn client_for(kubeconfig: &Path) -> kube::Client {
-    let config = kube::Config::from_custom_kubeconfig(
-        Kubeconfig::read_from(kubeconfig).unwrap(),
-        &KubeConfigOptions::default(),
-    )
-    .await
-    .unwrap();
-    kube::Client::try_from(config).unwrap()
-}
 
 async fn holder(leases: &Api<Lease>) -> Option<String> {
     leases
@@ -118,8 +107,7 @@ async fn terminate(operator: &mut Operator, log: &Path) -> Duration {
 async fn a_sigtermed_leader_hands_the_lease_back_before_it_exits() {
     let cluster = Cluster::start_with_faults().await;
     cluster.secret("leader-shutdown", "db").await;
-    let leases =
-        Api::<Lease>::namespaced(client_for(&cluster.kubeconfig).await, OPERATOR_NAMESPACE);
+    let leases = Api::<Lease>::namespaced(cluster.admin_client().await, OPERATOR_NAMESPACE);
     let _ = leases
         .delete(CONTROLLER_NAME, &DeleteParams::default())
         .await;

@@ -41,7 +41,6 @@ use boxtable_operator::migrate::history::{HISTORY_TABLE, HistoryTable};
 use boxtable_operator::migrate::{BoxKind, HistoryScope};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
@@ -1027,17 +1026,6 @@ fn wait_child(child: &mut Child, bound: Duration) -> bool {
     }
 }
 
-/// A client for a kubeconfig file.
-pub(crate) async fn client_for(kubeconfig: &Path) -> kube::Client {
-    let config = kube::Config::from_custom_kubeconfig(
-        Kubeconfig::read_from(kubeconfig).unwrap(),
-        &KubeConfigOptions::default(),
-    )
-    .await
-    .unwrap();
-    kube::Client::try_from(config).unwrap()
-}
-
 /// Retries an API call through a busy server's transient errors (the soak's own requests go
 /// straight to kube-apiserver, around the fault proxy).
 pub(crate) async fn retry_api<T, F, Fut>(what: &str, mut call: F) -> T
@@ -1363,7 +1351,7 @@ pub(crate) async fn soak(mode: Mode) {
     admin.batch_execute(&history.create_sql()).await.unwrap();
 
     // The soak's own client: the admin, straight to kube-apiserver.
-    let client = client_for(&cluster.kubeconfig).await;
+    let client = cluster.admin_client().await;
     // The Lease lives in the operator's namespace (deploy/rbac.yaml grants it there).
     let leases = Api::<Lease>::namespaced(client.clone(), OPERATOR_NAMESPACE);
     let (replicas, node) = match mode {

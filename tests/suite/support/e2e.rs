@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::support::boxtable::BoxTableBuilder;
 pub use crate::support::control_plane::{ControlPlane, OperatorToken, control_plane};
 pub use crate::support::fault_proxy::{FaultProxy, Faults, Rule};
 pub use crate::support::{TestDb, connect, fresh_db};
@@ -101,6 +102,17 @@ impl Cluster {
         cluster
     }
 
+    /// A client as kubectl's user, the admin (from [`Self::kubeconfig`]).
+    pub async fn admin_client(&self) -> kube::Client {
+        let config = kube::Config::from_custom_kubeconfig(
+            kube::config::Kubeconfig::read_from(&self.kubeconfig).unwrap(),
+            &kube::config::KubeConfigOptions::default(),
+        )
+        .await
+        .unwrap();
+        kube::Client::try_from(config).unwrap()
+    }
+
     /// Runs kubectl with this cluster's kubeconfig (off the async runtime).
     pub async fn kubectl(&self, args: &[&str]) -> Output {
         self.kubectl_with_stdin(args, None).await
@@ -164,6 +176,34 @@ impl Cluster {
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
+    }
+
+    /// Applies the manifest of `boxtable` in namespace `ns`, reading Secret `db` (see
+    /// [`Self::secret`]).
+    pub async fn apply_boxtable(&self, ns: &str, boxtable: BoxTableBuilder) {
+        self.apply(boxtable.namespace(ns).secret("db").manifest())
+            .await;
+    }
+
+    /// Creates `public.<table>` as a 2019 (V1) outbox and returns a session holding it in
+    /// ACCESS SHARE mode, its transaction left open: a migration's first ALTER waits until it
+    /// ends.
+    pub async fn v1_outbox_held_open(&self, table: &str) -> tokio_postgres::Client {
+        let blocker = connect(&self.db.url).await;
+        blocker
+            .batch_execute(&format!(
+                "CREATE TABLE public.{table} (Id BIGSERIAL PRIMARY KEY, MessageId UUID UNIQUE NOT NULL, \
+                 Topic VARCHAR(255), MessageType VARCHAR(32), Timestamp timestamptz, HeaderBag TEXT, Body TEXT)"
+            ))
+            .await
+            .unwrap();
+        blocker
+            .batch_execute(&format!(
+                "BEGIN; LOCK TABLE public.{table} IN ACCESS SHARE MODE"
+            ))
+            .await
+            .unwrap();
+        blocker
     }
 
     /// Creates namespace `ns` and Secret `name` holding this test database's URL.
