@@ -11,6 +11,7 @@
 //! table's ownership record (see [`crate::migrate::ownership`]).
 
 use std::collections::{HashMap, HashSet};
+use std::hash::Hasher;
 use std::sync::{Mutex, MutexGuard};
 
 use kube::ResourceExt;
@@ -38,21 +39,21 @@ struct Index {
     relist: Option<Tables>,
 }
 
+/// Kept small, as it holds an entry per cached object: a table is its key's hash (two tables
+/// with the same hash only make a pass look at one more object, which the check then rules out),
+/// and an object is its namespace and name alone.
 #[derive(Default)]
 struct Tables {
-    by_table: HashMap<String, HashSet<ObjectRef<BoxTable>>>,
-    table_of: HashMap<ObjectRef<BoxTable>, String>,
+    by_table: HashMap<u64, HashSet<ObjectRef<BoxTable>>>,
+    table_of: HashMap<ObjectRef<BoxTable>, u64>,
 }
 
 impl Tables {
     fn insert(&mut self, bt: &BoxTable) {
-        let object = ObjectRef::from_obj(bt);
+        let object = lean(bt);
         self.remove(&object);
         let key = table_key(&bt.spec);
-        self.by_table
-            .entry(key.clone())
-            .or_default()
-            .insert(object.clone());
+        self.by_table.entry(key).or_default().insert(object.clone());
         self.table_of.insert(object, key);
     }
 
@@ -69,14 +70,26 @@ impl Tables {
     }
 }
 
-/// The schema and table as written, ASCII-lowercased: equal for any two specs
+/// A hash of the schema and table as written, ASCII-lowercased: equal for any two specs
 /// [`may_name_the_same_table`] lets through.
-fn table_key(spec: &BoxTableSpec) -> String {
-    format!(
-        "{}.{}",
-        spec.schema.to_ascii_lowercase(),
-        raw_table(spec).to_ascii_lowercase()
-    )
+fn table_key(spec: &BoxTableSpec) -> u64 {
+    let mut hasher = std::hash::DefaultHasher::new();
+    for name in [spec.schema.as_str(), raw_table(spec)] {
+        for byte in name.bytes() {
+            hasher.write_u8(byte.to_ascii_lowercase());
+        }
+        hasher.write_u8(0);
+    }
+    hasher.finish()
+}
+
+/// `bt`'s namespace and name (what [`ObjectRef`] compares), without its uid and version.
+fn lean(bt: &BoxTable) -> ObjectRef<BoxTable> {
+    let object = ObjectRef::new(&bt.name_any());
+    match bt.namespace() {
+        Some(namespace) => object.within(&namespace),
+        None => object,
+    }
 }
 
 fn raw_table(spec: &BoxTableSpec) -> &str {
@@ -98,7 +111,7 @@ impl TableIndex {
         let mut index = self.state();
         match event {
             Event::Apply(bt) => index.live.insert(bt),
-            Event::Delete(bt) => index.live.remove(&ObjectRef::from_obj(bt)),
+            Event::Delete(bt) => index.live.remove(&lean(bt)),
             Event::Init => index.relist = Some(Tables::default()),
             Event::InitApply(bt) => {
                 if let Some(relist) = index.relist.as_mut() {
