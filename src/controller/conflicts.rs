@@ -10,7 +10,7 @@
 //! not show (an alias of the host, another cluster) are caught in the database instead, by the
 //! table's ownership record (see [`crate::migrate::ownership`]).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::hash::Hasher;
 use std::sync::{Mutex, MutexGuard};
 
@@ -24,50 +24,18 @@ use crate::pass::plan;
 
 /// The cached BoxTables by the table they name (schema and table as written, ASCII-lowercased:
 /// see [`may_name_the_same_table`]), kept in step with the controller's cache by its watch
-/// events. A pass asks it for the few objects that may name its table instead of walking every
-/// cached object, which made each pass cost as much as the cache is large (10,000 comparisons
-/// and a 10,000-entry copy of the cache per pass in a fleet of 10,000).
+/// events and swept against it. A pass asks it for the few objects that may name its table
+/// instead of walking every cached object, which made each pass cost as much as the cache is
+/// large (10,000 comparisons and a 10,000-entry copy of the cache per pass in a fleet of 10,000).
+///
+/// Kept small, as it holds an entry per cached object: a table is its key's hash, an object its
+/// `namespace/name`. Neither can make a pass miss a rival: an object is always filed under its
+/// current table, and what the index answers is checked against the cache (a hash shared by two
+/// tables, or an entry left under a table an object no longer names, only makes a pass look at
+/// one more object). Entries left that way go at the next [`TableIndex::sweep`].
 #[derive(Default)]
 pub struct TableIndex {
-    state: Mutex<Index>,
-}
-
-#[derive(Default)]
-struct Index {
-    live: Tables,
-    /// Being built by a relist (between its `Init` and `InitDone`), then put in `live`'s place.
-    relist: Option<Tables>,
-}
-
-/// Kept small, as it holds an entry per cached object: a table is its key's hash (two tables
-/// with the same hash only make a pass look at one more object, which the check then rules out),
-/// and an object is its namespace and name alone.
-#[derive(Default)]
-struct Tables {
-    by_table: HashMap<u64, HashSet<ObjectRef<BoxTable>>>,
-    table_of: HashMap<ObjectRef<BoxTable>, u64>,
-}
-
-impl Tables {
-    fn insert(&mut self, bt: &BoxTable) {
-        let object = lean(bt);
-        self.remove(&object);
-        let key = table_key(&bt.spec);
-        self.by_table.entry(key).or_default().insert(object.clone());
-        self.table_of.insert(object, key);
-    }
-
-    fn remove(&mut self, object: &ObjectRef<BoxTable>) {
-        let Some(key) = self.table_of.remove(object) else {
-            return;
-        };
-        if let Some(objects) = self.by_table.get_mut(&key) {
-            objects.remove(object);
-            if objects.is_empty() {
-                self.by_table.remove(&key);
-            }
-        }
-    }
+    by_table: Mutex<HashMap<u64, Vec<Box<str>>>>,
 }
 
 /// A hash of the schema and table as written, ASCII-lowercased: equal for any two specs
@@ -83,58 +51,85 @@ fn table_key(spec: &BoxTableSpec) -> u64 {
     hasher.finish()
 }
 
-/// `bt`'s namespace and name (what [`ObjectRef`] compares), without its uid and version.
-fn lean(bt: &BoxTable) -> ObjectRef<BoxTable> {
-    let object = ObjectRef::new(&bt.name_any());
-    match bt.namespace() {
-        Some(namespace) => object.within(&namespace),
-        None => object,
-    }
-}
-
 fn raw_table(spec: &BoxTableSpec) -> &str {
     spec.table
         .as_deref()
         .unwrap_or(plan::default_table(spec.box_kind))
 }
 
+/// `namespace/name` (neither can hold a `/`).
+fn entry(bt: &BoxTable) -> Box<str> {
+    format!("{}/{}", bt.namespace().unwrap_or_default(), bt.name_any()).into_boxed_str()
+}
+
+fn object(entry: &str) -> ObjectRef<BoxTable> {
+    match entry.split_once('/') {
+        Some((namespace, name)) if !namespace.is_empty() => ObjectRef::new(name).within(namespace),
+        Some((_, name)) => ObjectRef::new(name),
+        None => ObjectRef::new(entry),
+    }
+}
+
 impl TableIndex {
-    fn state(&self) -> MutexGuard<'_, Index> {
-        // Nothing panics while holding it; the maps in a poisoned state are still whole.
-        self.state
+    fn tables(&self) -> MutexGuard<'_, HashMap<u64, Vec<Box<str>>>> {
+        // Nothing panics while holding it; the map in a poisoned state is still whole.
+        self.by_table
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Follows one event of the controller's BoxTable watch (after its cache took it in).
     pub fn event(&self, event: &Event<BoxTable>) {
-        let mut index = self.state();
         match event {
-            Event::Apply(bt) => index.live.insert(bt),
-            Event::Delete(bt) => index.live.remove(&lean(bt)),
-            Event::Init => index.relist = Some(Tables::default()),
-            Event::InitApply(bt) => {
-                if let Some(relist) = index.relist.as_mut() {
-                    relist.insert(bt);
+            Event::Apply(bt) | Event::InitApply(bt) => {
+                let entry = entry(bt);
+                let mut tables = self.tables();
+                let objects = tables
+                    .entry(table_key(&bt.spec))
+                    .or_insert_with(|| Vec::with_capacity(1));
+                if !objects.contains(&entry) {
+                    objects.push(entry);
                 }
             }
-            Event::InitDone => {
-                if let Some(relist) = index.relist.take() {
-                    index.live = relist;
+            Event::Delete(bt) => {
+                let entry = entry(bt);
+                let key = table_key(&bt.spec);
+                let mut tables = self.tables();
+                if let Some(objects) = tables.get_mut(&key) {
+                    objects.retain(|o| *o != entry);
+                    if objects.is_empty() {
+                        tables.remove(&key);
+                    }
                 }
             }
+            // A relist files every object again; what it did not list goes at the sweep that
+            // follows it (see `memory`).
+            Event::Init | Event::InitDone => {}
         }
     }
 
-    /// The cached objects, `bt` among them, whose schema and table as written may name the same
-    /// table as `bt`'s.
+    /// The objects, `bt` among them, that may name the same table as `bt` (to be looked up in
+    /// the cache and checked there).
     pub fn same_table(&self, bt: &BoxTable) -> Vec<ObjectRef<BoxTable>> {
-        self.state()
-            .live
-            .by_table
+        self.tables()
             .get(&table_key(&bt.spec))
-            .map(|objects| objects.iter().cloned().collect())
+            .map(|objects| objects.iter().map(|o| object(o)).collect())
             .unwrap_or_default()
+    }
+
+    /// Keeps only the entries of objects `cached` (the controller's cache) holds, under the
+    /// table each names now.
+    pub fn sweep(&self, cached: impl Fn(&ObjectRef<BoxTable>) -> Option<u64>) {
+        self.tables().retain(|key, objects| {
+            objects.retain(|o| cached(&object(o)) == Some(*key));
+            objects.shrink_to_fit();
+            !objects.is_empty()
+        });
+    }
+
+    /// The table key of `spec`, for [`TableIndex::sweep`].
+    pub fn key_of(spec: &BoxTableSpec) -> u64 {
+        table_key(spec)
     }
 }
 
@@ -283,7 +278,7 @@ mod tests {
     }
 
     #[test]
-    fn the_table_index_follows_applies_renames_deletes_and_relists() {
+    fn the_table_index_files_each_object_under_its_table_and_the_sweep_drops_what_left() {
         let index = TableIndex::default();
         let a = at_table("a", "Sales", "Outbox");
         let b = at_table("b", "sales", "outbox");
@@ -298,22 +293,27 @@ mod tests {
         );
         assert_eq!(same_table(&index, &c), ["c"]);
 
+        // b now names c's table: it is found there at once; its old entry only goes at a sweep.
         let b_moved = at_table("b", "sales", "inbox");
         index.event(&Event::Apply(b_moved.clone()));
-        assert_eq!(same_table(&index, &a), ["a"], "b's old table forgets it");
         assert_eq!(same_table(&index, &c), ["b", "c"]);
-
         index.event(&Event::Delete(c.clone()));
         assert_eq!(same_table(&index, &b_moved), ["b"]);
 
-        // A relist replaces everything once it is done: a deletion missed while the watch was
-        // down (b) goes, and until then the index answers as before.
-        index.event(&Event::Init);
-        index.event(&Event::InitApply(a.clone()));
+        let cache = [a.clone(), b_moved.clone()];
+        index.sweep(|object| {
+            cache
+                .iter()
+                .find(|bt| ObjectRef::from_obj(*bt) == *object)
+                .map(|bt| TableIndex::key_of(&bt.spec))
+        });
+        assert_eq!(same_table(&index, &a), ["a"], "b's old entry is gone");
         assert_eq!(same_table(&index, &b_moved), ["b"]);
-        index.event(&Event::InitDone);
-        assert!(same_table(&index, &b_moved).is_empty());
-        assert_eq!(same_table(&index, &a), ["a"]);
+        assert_eq!(
+            index.same_table(&a)[0],
+            ObjectRef::from_obj(&a),
+            "an entry finds its object in the cache"
+        );
     }
 
     fn shop() -> Database {

@@ -10,7 +10,8 @@
 //!   (a Retain BoxTable deleted while its pass ran) forgets what it just recorded;
 //! - a sweep when a watch relists (deletions it missed while disconnected) and every
 //!   [`SWEEP_EVERY`], which keeps only the entries of objects the caches hold, and of the
-//!   Secrets they refer to (so a Secret a `secretRef` moved away from goes within a minute).
+//!   Secrets they refer to (so a Secret a `secretRef` moved away from goes within a minute), and
+//!   files each BoxTable in the conflict check's index only under the table it names now.
 //!
 //! A trigger queued for an object that is gone never reaches a pass (the controller looks the
 //! object up in its cache first), so forgetting it cannot start a pass again.
@@ -25,6 +26,7 @@ use kube::runtime::watcher::Event;
 use tokio_util::sync::CancellationToken;
 
 use super::backoff::Backoff;
+use super::conflicts::TableIndex;
 use super::schedule::Schedule;
 use super::secret_guard::Holds;
 use super::secrets::{SecretMetadata, SecretReader};
@@ -41,6 +43,7 @@ pub(crate) struct Memory {
     backoff: Arc<Backoff>,
     secrets: Arc<SecretReader>,
     holds: Arc<Holds>,
+    tables: Arc<TableIndex>,
 }
 
 impl Memory {
@@ -51,6 +54,7 @@ impl Memory {
         backoff: Arc<Backoff>,
         secrets: Arc<SecretReader>,
         holds: Arc<Holds>,
+        tables: Arc<TableIndex>,
     ) -> Self {
         Self {
             boxtables,
@@ -58,6 +62,7 @@ impl Memory {
             backoff,
             secrets,
             holds,
+            tables,
         }
     }
 
@@ -143,6 +148,11 @@ impl Memory {
             .filter_map(|bt| bt.uid())
             .collect();
         self.schedule.retain(|uid| live.contains(uid));
+        self.tables.sweep(|object| {
+            self.boxtables
+                .get(object)
+                .map(|bt| TableIndex::key_of(&bt.spec))
+        });
         self.backoff.retain(|uid| live.contains(uid));
         self.forget_unreferenced_secrets();
     }

@@ -303,6 +303,8 @@ impl Shared<'_> {
             settings.secret_label_selector.clone(),
         ));
         let backoff = Arc::new(backoff::Backoff::new(settings.retry_base));
+        // The cached BoxTables by the table they name, for the conflict check (see `conflicts`).
+        let tables = Arc::new(conflicts::TableIndex::default());
         // What is kept per BoxTable and per Secret goes when they go (see `memory`).
         let memory = Arc::new(memory::Memory::new(
             store.clone(),
@@ -310,9 +312,9 @@ impl Shared<'_> {
             backoff.clone(),
             reader.clone(),
             holds.clone(),
+            tables.clone(),
         ));
         metrics.count_cache_entries(memory.clone());
-        let tables = Arc::new(conflicts::TableIndex::default());
         let boxtable_events = {
             let (memory, workers, tables) = (memory.clone(), self.workers.clone(), tables.clone());
             cache::boxtables(boxtables, boxtable_writer, move |event| {
