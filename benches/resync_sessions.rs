@@ -19,7 +19,7 @@ use boxtable_operator::db::pool::{Closed, Opened, PoolEvents};
 use boxtable_operator::db::{Connection, PoolSettings, SessionPool};
 use boxtable_operator::ident::QualifiedName;
 use boxtable_operator::migrate::{BoxKind, Plan};
-use boxtable_operator::pass::{self, DriftCheck, Target};
+use boxtable_operator::pass::{self, Target};
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
@@ -64,17 +64,11 @@ async fn wave(pool: &SessionPool, url: &str, plans: &[Plan]) {
                     application_name: &app,
                     source: Some("bench/db/connectionString"),
                 };
-                pass::migrate(
-                    pool,
-                    &target,
-                    plan,
-                    cancel,
-                    |_| (),
-                    || async { Ok(()) },
-                    DriftCheck::After,
-                )
-                .await
-                .unwrap()
+                let step = pass::Migrate {
+                    on_waiting: |_| (),
+                    gate: || async { Ok(()) },
+                };
+                pass::run(pool, &target, plan, step, cancel).await.unwrap()
             }
         })
         .buffer_unordered(CONCURRENCY)

@@ -87,14 +87,11 @@ pub(super) async fn cleanup(
         suspended: bt.spec.suspend,
     };
     let (on_waiting, contention) = super::write::contention();
-    let run = crate::pass::drop(
-        &ctx.sessions,
-        &target,
-        &plan,
-        &request,
-        &ctx.shutdown,
+    let step = crate::pass::DropTable {
+        request: &request,
         on_waiting,
-    );
+    };
+    let run = crate::pass::run(&ctx.sessions, &target, &plan, step, &ctx.shutdown);
     let result = pass.run_reporting_waits(&plan, contention, None, run).await;
     let table = plan.table().to_string();
     match result {

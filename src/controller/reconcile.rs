@@ -30,7 +30,7 @@ use super::workers::{Entry, Lane, Worker};
 use super::write::InFlight;
 use crate::crd::BoxTable;
 use crate::migrate::{Plan, RunPath};
-use crate::pass::{self, DriftCheck, PassError, Target};
+use crate::pass::{self, PassError, Target};
 use crate::reason::Reason;
 use crate::report::chain;
 use crate::status::Observed;
@@ -257,7 +257,9 @@ async fn apply(
     };
     if bt.spec.suspend {
         let waits = start_waits(ctx, &plan, worker);
-        let observed = crate::pass::observe(&ctx.sessions, &target, &plan, waits.token()).await;
+        let observed = pass::run(&ctx.sessions, &target, &plan, pass::Observe, waits.token())
+            .await
+            .unwrap_or_else(|error| pass::failure(&error));
         if matches!(observed, Observed::Failed { .. })
             && let Some(cut) = waits.cut()
         {
@@ -522,29 +524,23 @@ async fn run(
     let (on_waiting, contention) = super::write::contention();
     let (on_holding, holding) = super::write::holding();
     let (api, bt) = (pass.api, pass.bt);
-    let run = pass::migrate(
-        &ctx.sessions,
-        target,
-        plan,
-        waits.token(),
-        on_waiting,
-        move || async move {
-            // The lock is held: from here on nothing but a shutdown cuts the run (a long index
-            // build is never stopped by the pass's budget).
-            if !waits.hold() {
-                return Err(crate::migrate::runner::Withdrawal {
-                    why: "the pass's waits were cut short before the lock was held".to_owned(),
-                    transient: true,
-                });
-            }
-            let verdict = still_wanted(api, bt).await;
-            if verdict.is_ok() {
-                on_holding();
-            }
-            verdict
-        },
-        DriftCheck::After,
-    );
+    let gate = move || async move {
+        // The lock is held: from here on nothing but a shutdown cuts the run (a long index
+        // build is never stopped by the pass's budget).
+        if !waits.hold() {
+            return Err(crate::migrate::runner::Withdrawal {
+                why: "the pass's waits were cut short before the lock was held".to_owned(),
+                transient: true,
+            });
+        }
+        let verdict = still_wanted(api, bt).await;
+        if verdict.is_ok() {
+            on_holding();
+        }
+        verdict
+    };
+    let step = pass::Migrate { on_waiting, gate };
+    let run = pass::run(&ctx.sessions, target, plan, step, waits.token());
     pass.run_reporting_waits(plan, contention, Some(holding), run)
         .await
 }

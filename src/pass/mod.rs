@@ -1,11 +1,11 @@
 //! One pass over one BoxTable, shared by the controller and the `migrate` command:
 //! [`source`] (a Secret, from the API server or from files, becomes a [`Connection`](crate::db::Connection)),
-//! [`plan`] (the spec becomes a validated [`Plan`](crate::migrate::Plan)), then `run` (checkout,
-//! then migrate, observe, preview or drop, ending in an [`Observed`](crate::status::Observed)
-//! value the status is computed from).
+//! [`plan`] (the spec becomes a validated [`Plan`](crate::migrate::Plan)), then [`run()`] (a session
+//! borrowed for one [`Step`]: migrate, observe, preview or drop, a migration or an observation
+//! ending in an [`Observed`](crate::status::Observed) value the status is computed from).
 
 pub mod plan;
 mod run;
 pub mod source;
 
-pub use run::{DriftCheck, PassError, Target, checkout, drop, failure, migrate, observe, preview};
+pub use run::{DropTable, Migrate, Observe, PassError, Preview, Step, Target, failure, run};

@@ -1,18 +1,18 @@
-//! One pass over one box table against its database, without Kubernetes: borrow a session from
-//! the [`SessionPool`] ([`checkout`]), then migrate, observe, preview or drop, and hand the session
-//! back only if the step ended cleanly. A migration and an observation end in an [`Observed`]
-//! value (a failure through [`failure`], with what it did to the lock), the only input besides
-//! the plan that decides the status. The controller and the `migrate` command both go through
-//! here, so they share one code path.
+//! One pass over one box table against its database, without Kubernetes: [`run`] borrows a
+//! session from the [`SessionPool`], does one [`Step`] on it (migrate, observe, preview or drop)
+//! and hands the session back only if the step ended cleanly. A migration and an observation end
+//! in an [`Observed`] value (a failure through [`failure`], with what it did to the lock), the
+//! only input besides the plan that decides the status. The controller and the `migrate` command
+//! both go through [`run`], so they share one code path.
 
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
 use crate::db::pool::CheckoutError;
-use crate::db::{ConnectError, Connection, PooledSession, SessionKey, SessionPool};
+use crate::db::{ConnectError, Connection, Session, SessionKey, SessionPool};
 use crate::lock::{Holder, LockError};
-use crate::migrate::{self, DropOutcome, DropRequest, Observation, Outcome, Plan, RunError};
+use crate::migrate::{self, DropOutcome, DropRequest, Outcome, Plan, RunError};
 use crate::reason::Reason;
 use crate::status::{LockObservation, Observed};
 
@@ -71,147 +71,95 @@ impl PassError {
     }
 }
 
-/// Borrows a session for `target` from `pool` (waiting while the target's sessions are all lent).
+/// One thing a pass asks of its table, done on a session borrowed for it by [`run`]:
+/// [`Migrate`], [`Observe`], [`Preview`] or [`DropTable`].
+pub trait Step: Send {
+    /// What the step gives back.
+    type Output: Send;
+    /// What the step is called when it fails ("migration", "observation", "plan", "drop").
+    const OPERATION: &'static str;
+
+    /// Does the step on `session`: its output, and whether the session ended clean (only a
+    /// clean session goes back to the pool).
+    fn on(
+        self,
+        session: &mut Session,
+        plan: &Plan,
+        cancel: &CancellationToken,
+    ) -> impl Future<Output = Result<(Self::Output, bool), RunError>> + Send;
+}
+
+/// Runs one pass over one table: borrows a session for `target` from `pool` (waiting while the
+/// target's sessions are all lent), does `step` on it and hands the session back only if the
+/// step ended cleanly. The controller and the `migrate` command both come through here.
 ///
 /// # Errors
-/// [`PassError::Connect`] or, when `cancel` fires while waiting, [`PassError::Cancelled`].
-pub async fn checkout<'p>(
-    pool: &'p SessionPool,
+/// [`PassError::Connect`], [`PassError::Cancelled`] when `cancel` fires while waiting for a
+/// session, or [`PassError::Run`] when the step fails.
+///
+/// # Cancel safety
+/// Cancelling `cancel` abandons the wait for a session or the lock, or cancels the running
+/// statement, rolls back and releases the lock. Dropping the future closes the session.
+pub async fn run<S: Step>(
+    pool: &SessionPool,
     target: &Target<'_>,
     plan: &Plan,
+    step: S,
     cancel: &CancellationToken,
-) -> Result<PooledSession<'p>, PassError> {
+) -> Result<S::Output, PassError> {
     let key = SessionKey::of(target.connection);
-    pool.checkout(&key, target.source, target.application_name, cancel)
+    let mut lent = pool
+        .checkout(&key, target.source, target.application_name, cancel)
         .await
         .map_err(|error| match error {
             CheckoutError::Connect(error) => PassError::Connect(error),
             CheckoutError::Cancelled => PassError::Cancelled {
                 table: plan.table().to_string(),
             },
-        })
-}
-
-/// Where the table stands, read without changing anything (for `suspend: true`).
-///
-/// # Errors
-/// [`PassError`] for the step that failed.
-async fn look(
-    pool: &SessionPool,
-    target: &Target<'_>,
-    plan: &Plan,
-    cancel: &CancellationToken,
-) -> Result<Observation, PassError> {
-    let mut lent = checkout(pool, target, plan, cancel).await?;
-    let observation = migrate::observe(lent.session(), plan)
+        })?;
+    let (output, clean) = step
+        .on(lent.session(), plan, cancel)
         .await
         .map_err(|source| PassError::Run {
-            operation: "observation",
+            operation: S::OPERATION,
             source,
         })?;
-    lent.give_back().await;
-    Ok(observation)
+    if clean {
+        lent.give_back().await;
+    }
+    Ok(output)
 }
 
-/// What a run would do now and the statements it would send, read without the lock
-/// (`migrate --dry-run`).
-///
-/// # Errors
-/// [`PassError`] for the step that failed.
-pub async fn preview(
-    pool: &SessionPool,
-    target: &Target<'_>,
-    plan: &Plan,
-    cancel: &CancellationToken,
-) -> Result<migrate::Preview, PassError> {
-    let mut lent = checkout(pool, target, plan, cancel).await?;
-    let preview = migrate::preview(lent.session(), plan)
-        .await
-        .map_err(|source| PassError::Run {
-            operation: "plan",
-            source,
-        })?;
-    lent.give_back().await;
-    Ok(preview)
-}
-
-/// Drops the table and its history rows under the lock (for `deletionPolicy: Drop`), if
-/// `request.owner` owns it and the user allowed it (see [`migrate::drop_box_table`]).
-///
-/// # Errors
-/// [`PassError`] for the step that failed.
-///
-/// # Cancel safety
-/// Cancelling `cancel` abandons the wait for a session or the lock, or cancels the running
-/// statement, rolls back and releases the lock.
-///
-/// # Idempotency
-/// A table that is already gone is success.
-pub async fn drop(
-    pool: &SessionPool,
-    target: &Target<'_>,
-    plan: &Plan,
-    request: &DropRequest,
-    cancel: &CancellationToken,
-    on_waiting: impl FnOnce(Option<Holder>) + Send,
-) -> Result<DropOutcome, PassError> {
-    let mut lent = checkout(pool, target, plan, cancel).await?;
-    let outcome = migrate::drop_box_table(lent.session(), plan, request, cancel, on_waiting)
-        .await
-        .map_err(|source| PassError::Run {
-            operation: "drop",
-            source,
-        })?;
-    lent.give_back().await;
-    Ok(outcome)
-}
-
-/// Whether [`migrate()`] compares the table with the shape of its version after the run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DriftCheck {
-    /// Read the table's shape and report drift in [`Outcome::drift`] (the controller and the
-    /// `migrate` command, so that both write the same `Drifted` condition).
-    After,
-    /// Leave [`Outcome::drift`] as the run left it (a caller that wants only the run).
-    Skip,
-}
-
-/// Brings the table to its target version (see [`crate::migrate::run`]; `gate` as in
-/// [`migrate::runner::run_gated`]; the `migrate` command passes one that always lets the run
-/// go on), then, with [`DriftCheck::After`], compares the table with the shape of the version
-/// it is at ([`Outcome::drift`]; a failed read is logged and leaves it unchecked). The session
-/// goes back to the pool only when the run (and the drift read) succeeded and the lock was
+/// Brings the table to its target version (see [`crate::migrate::run`]), then compares it with
+/// the shape of the version it is at ([`Outcome::drift`]; a failed read is logged, leaves it
+/// unchecked and the session is not lent again). The session is clean only when the lock was
 /// released by this session.
-///
-/// # Errors
-/// [`PassError`] for the step that failed.
-///
-/// # Cancel safety
-/// Cancelling `cancel` abandons the wait for a session or the lock, or cancels the running
-/// statement, rolls back and releases the lock. Dropping the future closes the session.
-pub async fn migrate<G, F>(
-    pool: &SessionPool,
-    target: &Target<'_>,
-    plan: &Plan,
-    cancel: &CancellationToken,
-    on_waiting: impl FnOnce(Option<Holder>) + Send,
-    gate: G,
-    drift: DriftCheck,
-) -> Result<Outcome, PassError>
+pub struct Migrate<W, G> {
+    /// Called once when the lock is found held by another session, with the holder when seen.
+    pub on_waiting: W,
+    /// Asked with the lock held and before any change (see [`migrate::runner::run_gated`]); the
+    /// `migrate` command passes one that always lets the run go on.
+    pub gate: G,
+}
+
+impl<W, G, F> Step for Migrate<W, G>
 where
+    W: FnOnce(Option<Holder>) + Send,
     G: FnOnce() -> F + Send,
-    F: std::future::Future<Output = Result<(), migrate::runner::Withdrawal>> + Send,
+    F: Future<Output = Result<(), migrate::runner::Withdrawal>> + Send,
 {
-    let mut lent = checkout(pool, target, plan, cancel).await?;
-    let session = lent.session();
-    let mut outcome = migrate::runner::run_gated(session, plan, cancel, on_waiting, gate)
-        .await
-        .map_err(|source| PassError::Run {
-            operation: "migration",
-            source,
-        })?;
-    let mut clean = !outcome.lock_lost_after_commit;
-    if drift == DriftCheck::After {
+    type Output = Outcome;
+    const OPERATION: &'static str = "migration";
+
+    async fn on(
+        self,
+        session: &mut Session,
+        plan: &Plan,
+        cancel: &CancellationToken,
+    ) -> Result<(Outcome, bool), RunError> {
+        let mut outcome =
+            migrate::runner::run_gated(session, plan, cancel, self.on_waiting, self.gate).await?;
+        let mut clean = !outcome.lock_lost_after_commit;
         outcome.drift = match migrate::inspect::drift(session.client(), plan, outcome.to_version)
             .await
         {
@@ -222,30 +170,77 @@ where
                 None
             }
         };
+        Ok((outcome, clean))
     }
-    if clean {
-        lent.give_back().await;
-    }
-    Ok(outcome)
 }
 
-/// Looks at a suspended table without changing anything: the version found and what a run would
-/// do now, or the failure.
-///
-/// # Cancel safety
-/// Cancelling `cancel` abandons a wait for a free session.
-pub async fn observe(
-    pool: &SessionPool,
-    target: &Target<'_>,
-    plan: &Plan,
-    cancel: &CancellationToken,
-) -> Observed {
-    match look(pool, target, plan, cancel).await {
-        Ok(found) => Observed::Suspended {
+/// Looks at a table without changing anything (for `suspend: true`): the version found and what
+/// a run would do now, as [`Observed::Suspended`].
+pub struct Observe;
+
+impl Step for Observe {
+    type Output = Observed;
+    const OPERATION: &'static str = "observation";
+
+    async fn on(
+        self,
+        session: &mut Session,
+        plan: &Plan,
+        _cancel: &CancellationToken,
+    ) -> Result<(Observed, bool), RunError> {
+        let found = migrate::observe(session, plan).await?;
+        let observed = Observed::Suspended {
             applied_version: (found.current_version > 0).then_some(found.current_version),
             would: Some(found.decision),
-        },
-        Err(error) => failure(&error),
+        };
+        Ok((observed, true))
+    }
+}
+
+/// What a run would do now and the statements it would send, read without the lock
+/// (`migrate --dry-run`).
+pub struct Preview;
+
+impl Step for Preview {
+    type Output = migrate::Preview;
+    const OPERATION: &'static str = "plan";
+
+    async fn on(
+        self,
+        session: &mut Session,
+        plan: &Plan,
+        _cancel: &CancellationToken,
+    ) -> Result<(migrate::Preview, bool), RunError> {
+        Ok((migrate::preview(session, plan).await?, true))
+    }
+}
+
+/// Drops the table and its history rows under the lock (for `deletionPolicy: Drop`), if
+/// `request.owner` owns it and the user allowed it (see [`migrate::drop_box_table`]). A table that
+/// is already gone is success.
+pub struct DropTable<'r, W> {
+    /// Who asks, and what they allowed.
+    pub request: &'r DropRequest,
+    /// Called once when the lock is found held by another session, with the holder when seen.
+    pub on_waiting: W,
+}
+
+impl<W> Step for DropTable<'_, W>
+where
+    W: FnOnce(Option<Holder>) + Send,
+{
+    type Output = DropOutcome;
+    const OPERATION: &'static str = "drop";
+
+    async fn on(
+        self,
+        session: &mut Session,
+        plan: &Plan,
+        cancel: &CancellationToken,
+    ) -> Result<(DropOutcome, bool), RunError> {
+        let outcome =
+            migrate::drop_box_table(session, plan, self.request, cancel, self.on_waiting).await?;
+        Ok((outcome, true))
     }
 }
 

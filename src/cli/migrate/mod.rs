@@ -18,7 +18,7 @@ use boxtable_operator::db::{
 };
 use boxtable_operator::manifests::{Document, Manifests};
 use boxtable_operator::migrate::{Plan, RunPath};
-use boxtable_operator::pass::{self, DriftCheck, PassError, Target, source};
+use boxtable_operator::pass::{self, PassError, Target, source};
 use boxtable_operator::reason::Reason;
 use boxtable_operator::report::chain;
 use boxtable_operator::status::{self, Observed};
@@ -276,24 +276,18 @@ async fn one(
         },
         Mode::Apply => {
             let observed = if bt.spec.suspend {
-                pass::observe(sessions, &target, &plan, cancel).await
+                pass::run(sessions, &target, &plan, pass::Observe, cancel).await
             } else {
-                match pass::migrate(
-                    sessions,
-                    &target,
-                    &plan,
-                    cancel,
-                    |_| (),
-                    || async { Ok(()) },
-                    // As the controller: the status printed carries the same Drifted condition.
-                    DriftCheck::After,
-                )
-                .await
-                {
-                    Ok(outcome) => Observed::Succeeded(outcome),
-                    Err(error) => pass::failure(&error),
-                }
+                let step = pass::Migrate {
+                    on_waiting: |_| (),
+                    gate: || async { Ok(()) },
+                };
+                // As the controller's: the status printed carries the same Drifted condition.
+                pass::run(sessions, &target, &plan, step, cancel)
+                    .await
+                    .map(Observed::Succeeded)
             };
+            let observed = observed.unwrap_or_else(|error| pass::failure(&error));
             applied(result, &plan, &observed, bt)
         }
     }
@@ -375,7 +369,7 @@ async fn planned(
     suspended: bool,
     cancel: &CancellationToken,
 ) -> Result<(Verdict, Option<Reason>, String, PlanReport), PassError> {
-    let preview = pass::preview(sessions, target, plan, cancel).await?;
+    let preview = pass::run(sessions, target, plan, pass::Preview, cancel).await?;
     let decision = preview.decision;
     let path = decision.path();
     let (from, to) = (decision.from_version(), decision.to_version());

@@ -12,7 +12,7 @@ use boxtable_operator::db::pool::{CheckoutError, Closed, Opened, PoolEvents};
 use boxtable_operator::db::{Connection, PoolSettings, SessionKey, SessionPool};
 use boxtable_operator::migrate::runner::Withdrawal;
 use boxtable_operator::migrate::{Outcome, Plan, RunError};
-use boxtable_operator::pass::{self, DriftCheck, PassError, Target};
+use boxtable_operator::pass::{self, PassError, Target};
 use tokio_postgres::Client;
 use tokio_util::sync::CancellationToken;
 
@@ -118,16 +118,11 @@ where
     G: FnOnce() -> F + Send,
     F: Future<Output = Result<(), Withdrawal>> + Send,
 {
-    pass::migrate(
-        pool,
-        target,
-        plan,
-        &CancellationToken::new(),
-        |_| (),
+    let step = pass::Migrate {
+        on_waiting: |_| (),
         gate,
-        DriftCheck::After,
-    )
-    .await
+    };
+    pass::run(pool, target, plan, step, &CancellationToken::new()).await
 }
 
 /// A fresh database, a connection to it to observe with, and a pool of `per_target` sessions
