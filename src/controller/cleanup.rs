@@ -11,10 +11,10 @@ use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::controller::Action;
 
-use super::context::{
-    Context, ReconcileError, application_name, owner_of, read_secret, secret_source, target,
-};
+use super::context::Context;
+use super::error::ReconcileError;
 use super::events::{self, Transition};
+use super::target::{application_name, owner_of, read_secret, secret_source, target};
 use super::wording::Stopped;
 use super::write::InFlight;
 use crate::crd::{BoxTable, CONFIRM_DROP_ANNOTATION, DeletionPolicy, LockState};

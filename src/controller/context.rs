@@ -1,21 +1,17 @@
-//! What every reconcile pass shares ([`Context`]), why a pass needs a retry ([`ReconcileError`]),
-//! and what a BoxTable is to a pass: its Secret, its owner identity and its connection target.
+//! What every reconcile pass shares: the clients, caches, pools and clocks in one [`Context`].
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use kube::Client;
 use kube::runtime::reflector::Store;
-use kube::{Client, ResourceExt};
 use tokio_util::sync::CancellationToken;
-use tracing::Instrument;
 
 use super::backoff::Backoff;
 use super::schedule::Schedule;
-use super::secret_guard::{GuardError, Holds};
-use super::secrets::{self, DatabaseSecret, SecretError, SourceError};
-use crate::crd::{BoxTable, FINALIZER};
-use crate::migrate::ownership::Owner;
-use crate::pass::Target;
+use super::secret_guard::Holds;
+use super::secrets;
+use crate::crd::BoxTable;
 use crate::telemetry::Metrics;
 
 pub use crate::crd::CONTROLLER_NAME;
@@ -54,109 +50,4 @@ pub struct Context {
     pub requeue: super::workers::Requeue,
     /// This cluster's name in ownership records.
     pub cluster_name: String,
-}
-
-/// Why a pass failed in a way that needs a retry with backoff (database-level failures are not
-/// errors here: they are written to status and retried on schedule).
-#[derive(Debug, thiserror::Error)]
-pub enum ReconcileError {
-    /// The object has no namespace (BoxTable is namespaced; this cannot come from a real server).
-    #[error("boxtable {name} has no namespace")]
-    NoNamespace {
-        /// The object name.
-        name: String,
-    },
-    /// Writing status failed.
-    #[error("writing status of {namespace}/{name} failed")]
-    WriteStatus {
-        /// Namespace.
-        namespace: String,
-        /// Name.
-        name: String,
-        /// The API error.
-        #[source]
-        source: kube::Error,
-    },
-    /// Reading the Secret failed at the API server (not a missing Secret).
-    #[error("reading the connection secret failed")]
-    ReadSecret(#[source] SecretError),
-    /// Adding the finalizer failed.
-    #[error("adding finalizer {FINALIZER} failed")]
-    AddFinalizer(#[source] kube::Error),
-    /// Removing the finalizer failed; the next pass tries again.
-    #[error("removing finalizer {FINALIZER} failed")]
-    RemoveFinalizer(#[source] kube::Error),
-    /// Releasing the Secret after a deletion failed; the next pass tries again.
-    #[error("releasing the connection secret failed")]
-    ReleaseSecret(#[source] GuardError),
-    /// Re-reading the BoxTable under the table's lock failed, so nothing was changed; the next
-    /// pass tries again.
-    #[error("re-reading the BoxTable before changing {table} failed: {why}")]
-    Recheck {
-        /// The table.
-        table: String,
-        /// What failed.
-        why: String,
-    },
-}
-
-/// Reads the Secret `bt` references (one LIST by name per new resourceVersion), in a span naming
-/// it.
-///
-/// # Errors
-/// [`SecretError`] when it is missing, is not selected or cannot be read.
-pub(super) async fn read_secret(
-    bt: &BoxTable,
-    ctx: &Context,
-    namespace: &str,
-) -> Result<Arc<DatabaseSecret>, SecretError> {
-    // The span names the Secret, never what it holds.
-    let span = tracing::info_span!("read_secret", secret = %bt.spec.database.secret_ref.name);
-    ctx.secrets
-        .read(namespace, &bt.spec.database)
-        .instrument(span)
-        .await
-}
-
-/// The BoxTable as the owner of its table in this cluster (see [`crate::migrate::ownership`]).
-pub(super) fn owner_of(bt: &BoxTable, namespace: &str, cluster: &str) -> Owner {
-    Owner {
-        cluster: cluster.to_owned(),
-        namespace: namespace.to_owned(),
-        name: bt.name_any(),
-        uid: bt.uid().unwrap_or_default(),
-        takes_over: None,
-    }
-}
-
-/// The `application_name` a pass's sessions carry: `boxtable-operator/<namespace>/<name>`.
-pub(super) fn application_name(namespace: &str, name: &str) -> String {
-    format!("{CONTROLLER_NAME}/{namespace}/{name}")
-}
-
-/// Where a BoxTable's table lives, from its Secret (`source`, see [`secret_source`]).
-///
-/// # Errors
-/// The [`SourceError`] when the Secret does not give a connection (a missing key, an invalid
-/// connection string): the BoxTable stalls with its reason.
-pub(super) fn target<'a>(
-    secret: &'a DatabaseSecret,
-    application_name: &'a str,
-    source: &'a str,
-) -> Result<Target<'a>, &'a SourceError> {
-    Ok(Target {
-        connection: secret.connection.as_ref()?,
-        application_name,
-        source: Some(source),
-    })
-}
-
-/// The Secret and keys a BoxTable reads its connection from, as the session pool's source: when
-/// its contents change, the sessions opened with the previous ones are closed.
-pub(super) fn secret_source(bt: &BoxTable, namespace: &str) -> String {
-    let secret_ref = &bt.spec.database.secret_ref;
-    match &secret_ref.keys {
-        Some(_) => format!("{namespace}/{}/(keys)", secret_ref.name),
-        None => format!("{namespace}/{}/{}", secret_ref.name, secret_ref.key()),
-    }
 }

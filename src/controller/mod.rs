@@ -10,6 +10,7 @@ pub mod cache;
 mod cleanup;
 pub mod conflicts;
 mod context;
+mod error;
 pub mod events;
 mod finalizer;
 pub mod leader;
@@ -19,6 +20,7 @@ pub mod schedule;
 mod secret_guard;
 mod secret_orphans;
 pub mod secrets;
+mod target;
 mod wording;
 pub mod workers;
 mod write;
@@ -38,7 +40,8 @@ use tokio_util::sync::CancellationToken;
 use crate::crd::BoxTable;
 use crate::telemetry::{Metrics, Readiness};
 
-pub use context::{CONTROLLER_NAME, Context, ReconcileError};
+pub use context::{CONTROLLER_NAME, Context};
+pub use error::ReconcileError;
 
 /// How often readiness asks whether the BoxTable cache has synced.
 const READINESS_POLL: Duration = Duration::from_millis(250);

@@ -1,6 +1,7 @@
 //! Reconciling one BoxTable: finalizer glue around `apply` (converge the table against its
 //! database) and `cleanup` (in `cleanup.rs`); the status each pass writes is handled in `write.rs`,
-//! what passes share in `context.rs`.
+//! what passes share in `context.rs`, the Secret, target and owner a pass works with in
+//! `target.rs`.
 //!
 //! Only a `deletionPolicy: Drop` BoxTable carries the finalizer: it is added before the first
 //! pass changes anything (and when the policy becomes Drop), and removed when the policy becomes
@@ -18,13 +19,13 @@ use tracing::Instrument;
 use super::adoption;
 use super::cleanup::{Cleanup, cleanup};
 use super::conflicts;
-use super::context::{
-    Context, ReconcileError, application_name, owner_of, read_secret, secret_source, target,
-};
+use super::context::Context;
+use super::error::ReconcileError;
 use super::events;
 use super::finalizer;
 use super::schedule::Trigger;
 use super::secrets::{DatabaseSecret, SecretError};
+use super::target::{application_name, owner_of, read_secret, secret_source, target};
 use super::wording::{Stopped, boxtable_field, deadline_message, not_done};
 use super::workers::{Entry, Lane, Worker};
 use super::write::InFlight;

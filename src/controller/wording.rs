@@ -11,7 +11,7 @@ use kube::runtime::controller::{self, Action};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 
-use super::context::ReconcileError;
+use super::error::ReconcileError;
 use crate::crd::BoxTable;
 use crate::duration::format_duration;
 use crate::lock::LockError;

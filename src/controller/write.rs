@@ -9,7 +9,8 @@ use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 
-use super::context::{Context, ReconcileError};
+use super::context::Context;
+use super::error::ReconcileError;
 use super::events;
 use super::wording::Stopped;
 use crate::crd::{BoxTable, BoxTableStatus, FIELD_MANAGER, RECONCILE_REQUESTED_ANNOTATION};
