@@ -7,8 +7,7 @@ use tokio_postgres::Client;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::Type;
 
-pub use super::decision::Decision;
-use super::{BoxKind, Payload, Plan, RunError};
+use super::{BoxKind, Decision, Payload, Plan, RunError};
 use crate::ident::QualifiedName;
 
 /// The table's columns straight from the catalog, looked up by namespace oid and name (an index

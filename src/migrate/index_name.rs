@@ -7,8 +7,8 @@
 use tokio_postgres::Client;
 use tokio_postgres::types::Type;
 
+use super::Decision;
 use super::catalog::{causation_index_name, causation_index_stored_name, creates_causation_index};
-use super::detect::Decision;
 use super::{Plan, RunError};
 
 /// What holds the name `$2` in schema `$1`: its kind (`pg_class.relkind`), its name, and, for an

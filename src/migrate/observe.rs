@@ -1,7 +1,7 @@
 //! Read-only observation: what a run would do now, without the lock and without writing (used
 //! while a BoxTable is suspended).
 
-use super::detect::Decision;
+use super::Decision;
 use super::history::{self, HistoryTable};
 use super::runner::read_facts;
 use super::statements::{self, Statement};

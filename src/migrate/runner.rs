@@ -9,7 +9,8 @@ use tokio_postgres::types::{ToSql, Type};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use super::detect::{self, Decision, Facts};
+use super::Decision;
+use super::detect::{self, Facts};
 use super::history::{self, HistoryTable};
 use super::ownership;
 use super::statements::{self, Param, Purpose, Statement};

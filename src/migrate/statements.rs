@@ -1,9 +1,9 @@
 //! The statements a migration transaction runs, as values (pure): the runner executes exactly
 //! this list and `migrate --dry-run` prints it, so what a plan shows is what a run sends.
 
+use super::Decision;
 use super::Plan;
 use super::catalog::step_statements;
-use super::detect::Decision;
 use super::history::{self, HistoryTable};
 use super::shape::fresh_statements;
 

@@ -54,7 +54,7 @@ pub enum Observed {
         /// The version found (`None` when the table does not exist).
         applied_version: Option<u32>,
         /// What a run would do now (shown as `status.pending`).
-        would: Option<crate::migrate::detect::Decision>,
+        would: Option<crate::migrate::Decision>,
     },
     /// The object is being deleted and its finalizer is running. In progress.
     Deleting {

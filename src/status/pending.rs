@@ -2,7 +2,7 @@
 //! un-suspending did what that plan said (pure).
 
 use crate::crd::{BoxTableStatus, PendingPlan, PendingVersion};
-use crate::migrate::detect::Decision;
+use crate::migrate::Decision;
 use crate::migrate::statements::history_rows;
 use crate::migrate::{Outcome, Plan, RunPath};
 

@@ -668,7 +668,7 @@ fn a_table_above_its_target_but_known_to_the_operator_is_plainly_up_to_date() {
 
 #[test]
 fn a_suspended_status_shows_the_pending_plan_until_the_run_after_it_ends() {
-    use boxtable_operator::migrate::detect::Decision;
+    use boxtable_operator::migrate::Decision;
     let suspended = status_of(&Observed::Suspended {
         applied_version: Some(6),
         would: Some(Decision::Normal { from: 6, to: 8 }),
