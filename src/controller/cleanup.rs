@@ -34,6 +34,12 @@ pub(super) enum Cleanup {
     Keep(Action),
 }
 
+/// The finalizer's pass over a deleted BoxTable: a Retain lets it go at once; a Drop says
+/// `Deleting`, reads the Secret and drops the table under the lock if the BoxTable owns it and
+/// consented, keeping the finalizer (with a status saying why) until the drop has a verdict.
+///
+/// Longer than most: like [`super::reconcile`]'s `apply`, a run of early ends, each keeping the
+/// finalizer with its own hint, in the order a deletion meets them.
 pub(super) async fn cleanup(
     bt: &BoxTable,
     ctx: &Context,

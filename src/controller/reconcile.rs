@@ -185,6 +185,8 @@ pub fn error_policy(bt: Arc<BoxTable>, error: &ReconcileError, ctx: Arc<Context>
     Action::requeue(delay)
 }
 
+/// What the status says about a Secret that cannot be read: a missing or unselected Secret stalls
+/// with its reason; `None` for an API failure, which is retried with backoff.
 pub(super) fn secret_failure(error: &SecretError) -> Option<Observed> {
     let reason = match error {
         SecretError::Missing { .. } => Reason::SecretNotFound,
@@ -198,6 +200,11 @@ pub(super) fn secret_failure(error: &SecretError) -> Option<Observed> {
     })
 }
 
+/// One pass over a BoxTable that is not being deleted: the plan, the Secret, the conflict check,
+/// then the observation (suspended) or the migration, ending in one status write.
+///
+/// Longer than most: each early end (no plan, no Secret, a conflict, no usable connection) is two
+/// lines that end the pass through the same `finish`, and read best in the order a pass meets them.
 async fn apply(
     bt: &BoxTable,
     ctx: &Context,

@@ -345,6 +345,11 @@ fn judge(slot: &mut Option<Judge>) -> Result<&Judge, SchemaCompileError> {
     }
 }
 
+/// Reads one file's documents into `out`: each BoxTable judged (the judge built on the first),
+/// each Secret kept, anything else skipped, and every problem kept with its document and line.
+///
+/// Longer than most: one loop over the documents whose arms each add a found object or a problem;
+/// split, the arms would pass the same five values around.
 fn read_file(
     slot: &mut Option<Judge>,
     path: &Path,

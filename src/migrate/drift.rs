@@ -267,6 +267,9 @@ fn type_matches(kind: BoxKind, expected: &ShapeColumn, found: &str) -> bool {
 }
 
 /// Compares `actual` with the shape of `version` of a `kind` table in `payload` mode.
+///
+/// Longer than most: one comparison per part of the shape (columns, types, nullability, keys,
+/// indexes), each adding its findings to the same report.
 pub fn compare(
     kind: BoxKind,
     payload: Payload,

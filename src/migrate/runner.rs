@@ -77,6 +77,10 @@ pub struct Withdrawal {
 ///
 /// # Cancel safety
 /// As [`run`].
+///
+/// Longer than most: the run's three stages in order (the lock-free check, the wait that ends once
+/// a holder has done the work, then gate and change in one locked transaction), each a call; the
+/// up-to-date outcome both early ends build is defined once, here.
 pub async fn run_gated<G, F>(
     session: &mut Session,
     plan: &Plan,
@@ -324,6 +328,9 @@ pub(super) struct Committed<T> {
 /// Once `COMMIT` has succeeded the work is done: an unlock that finds the lock already gone is
 /// logged and reported in [`Committed::lock_lost_after_commit`], not turned into a failure (as
 /// Brighter's own runner warns and carries on).
+///
+/// Longer than most: every way out of the transaction (work failed, cancelled, commit failed,
+/// unlock failed) sits beside the others, so that each can be seen to roll back and unlock.
 pub(super) async fn locked<T>(
     session: &Session,
     plan: &Plan,

@@ -94,6 +94,9 @@ struct Verdict {
 
 /// Computes the status to write after a pass.
 ///
+/// Longer than most: every field of the status is decided here, in one place, so that what is
+/// carried over and what this pass sets can be checked against each other.
+///
 /// `plan` is `None` when the spec could not be planned (then the table, versions and lock are
 /// carried over from `previous`). Everything not decided by this pass is carried over from
 /// `previous`; timestamps that did not change keep their old value.

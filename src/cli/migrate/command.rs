@@ -16,81 +16,21 @@ use crate::cli::{cancel_on_signal, init_logging};
 /// The environment variable `--database-url-from-env` reads.
 const DATABASE_URL_ENV: &str = "DATABASE_URL";
 
+/// The name the command's notes start with.
+const NAME: &str = "boxtable-operator migrate";
+
 /// The `migrate` command (and `plan`, which is `migrate --dry-run`): the manifests read and
 /// checked, every table run or planned, the results printed; the exit code is the worst verdict's.
 pub async fn execute(args: MigrateArgs) -> ExitCode {
-    const NAME: &str = "boxtable-operator migrate";
     if !init_logging(args.log_format) {
         return ExitCode::FAILURE;
     }
-    let env_url = std::env::var(DATABASE_URL_ENV).ok().map(Zeroizing::new);
-    let database_url = if args.database_url_from_env {
-        let Some(url) = env_url else {
-            note!("{NAME}: --database-url-from-env was given but {DATABASE_URL_ENV} is not set");
+    let options = match options(&args) {
+        Ok(options) => options,
+        Err(message) => {
+            note!("{NAME}: {message}");
             return ExitCode::FAILURE;
-        };
-        note!(
-            "{NAME}: every table uses the database in {DATABASE_URL_ENV} (--database-url-from-env)"
-        );
-        Some(url)
-    } else {
-        if env_url.is_some() {
-            note!(
-                "{NAME}: {DATABASE_URL_ENV} is set in the environment and ignored; pass --database-url-from-env to use it"
-            );
         }
-        match &args.database_url_file {
-            Some(path) => match std::fs::read(path) {
-                Ok(bytes) => match String::from_utf8(bytes) {
-                    Ok(text) => {
-                        let text = Zeroizing::new(text);
-                        if text.trim().is_empty() {
-                            note!("{NAME}: --database-url-file {} is empty", path.display());
-                            return ExitCode::FAILURE;
-                        }
-                        Some(Zeroizing::new(text.trim_end().to_owned()))
-                    }
-                    Err(_) => {
-                        note!(
-                            "{NAME}: --database-url-file {} is not UTF-8 text",
-                            path.display()
-                        );
-                        return ExitCode::FAILURE;
-                    }
-                },
-                Err(error) => {
-                    note!(
-                        "{NAME}: reading --database-url-file {} failed: {error}",
-                        path.display()
-                    );
-                    return ExitCode::FAILURE;
-                }
-            },
-            None => args
-                .database_url
-                .as_ref()
-                .map(|url| Zeroizing::new(url.expose().to_owned())),
-        }
-    };
-    let ca_pem = match &args.ca_file {
-        Some(path) => match std::fs::read(path) {
-            Ok(pem) => Some(pem),
-            Err(error) => {
-                note!("{NAME}: cannot read {}: {error}", path.display());
-                return ExitCode::FAILURE;
-            }
-        },
-        None => None,
-    };
-    let options = super::Options {
-        database_url,
-        ca_pem,
-        concurrency: args.concurrency,
-        mode: if args.dry_run {
-            super::Mode::Plan
-        } else {
-            super::Mode::Apply
-        },
     };
     // The manifests are read and judged on a thread of their own while the first session opens
     // (both take a few milliseconds); a reading that fails does not wait for the connection.
@@ -132,24 +72,7 @@ pub async fn execute(args: MigrateArgs) -> ExitCode {
             opening.await;
         }
     });
-    let rendered = match args.output {
-        OutputArg::Text => {
-            let plan = if args.dry_run {
-                super::render::plan(&results)
-            } else {
-                String::new()
-            };
-            Ok(format!("{plan}{}", super::render::summary(&results)))
-        }
-        OutputArg::Yaml => results
-            .iter()
-            .map(|result| serde_saphyr::to_string(result).map(|text| format!("---\n{text}")))
-            .collect::<Result<String, _>>()
-            .map_err(|e| e.to_string()),
-        OutputArg::Json => serde_json::to_string_pretty(&results)
-            .map(|text| format!("{text}\n"))
-            .map_err(|e| e.to_string()),
-    };
+    let rendered = render(args.output, args.dry_run, &results);
     let printed = match rendered {
         Ok(text) => output::stdout(&text),
         Err(error) => {
@@ -165,4 +88,107 @@ pub async fn execute(args: MigrateArgs) -> ExitCode {
         printed,
         ExitCode::from(super::worst(&results).exit_code()),
     )
+}
+
+/// The run's options from the command line: the database URL (from the flag, a file or the
+/// environment), the CA bundle, the concurrency and the mode.
+///
+/// # Errors
+/// What is wrong with a flag, worded for the user (a file that cannot be read, an empty URL file,
+/// `--database-url-from-env` without the variable).
+fn options(args: &MigrateArgs) -> Result<super::Options, String> {
+    let database_url = database_url(args)?;
+    let ca_pem = match &args.ca_file {
+        Some(path) => Some(
+            std::fs::read(path)
+                .map_err(|error| format!("cannot read {}: {error}", path.display()))?,
+        ),
+        None => None,
+    };
+    Ok(super::Options {
+        database_url,
+        ca_pem,
+        concurrency: args.concurrency,
+        mode: if args.dry_run {
+            super::Mode::Plan
+        } else {
+            super::Mode::Apply
+        },
+    })
+}
+
+/// The database URL every table uses, if one was given: `--database-url-from-env`,
+/// `--database-url-file` or `--database-url`; a `DATABASE_URL` set but not asked for is said to be
+/// ignored.
+///
+/// # Errors
+/// As [`options`].
+fn database_url(args: &MigrateArgs) -> Result<Option<Zeroizing<String>>, String> {
+    let env_url = std::env::var(DATABASE_URL_ENV).ok().map(Zeroizing::new);
+    if args.database_url_from_env {
+        let Some(url) = env_url else {
+            return Err(format!(
+                "--database-url-from-env was given but {DATABASE_URL_ENV} is not set"
+            ));
+        };
+        note!(
+            "{NAME}: every table uses the database in {DATABASE_URL_ENV} (--database-url-from-env)"
+        );
+        return Ok(Some(url));
+    }
+    if env_url.is_some() {
+        note!(
+            "{NAME}: {DATABASE_URL_ENV} is set in the environment and ignored; pass --database-url-from-env to use it"
+        );
+    }
+    let Some(path) = &args.database_url_file else {
+        return Ok(args
+            .database_url
+            .as_ref()
+            .map(|url| Zeroizing::new(url.expose().to_owned())));
+    };
+    let bytes = std::fs::read(path).map_err(|error| {
+        format!(
+            "reading --database-url-file {} failed: {error}",
+            path.display()
+        )
+    })?;
+    let text = Zeroizing::new(
+        String::from_utf8(bytes)
+            .map_err(|_| format!("--database-url-file {} is not UTF-8 text", path.display()))?,
+    );
+    if text.trim().is_empty() {
+        return Err(format!("--database-url-file {} is empty", path.display()));
+    }
+    Ok(Some(Zeroizing::new(text.trim_end().to_owned())))
+}
+
+/// The results as the output format asks: text (with the plan's statements on `--dry-run`),
+/// YAML documents or a JSON list.
+///
+/// # Errors
+/// Why the results could not be serialized.
+fn render(
+    output: OutputArg,
+    dry_run: bool,
+    results: &[super::TableResult],
+) -> Result<String, String> {
+    match output {
+        OutputArg::Text => {
+            let plan = if dry_run {
+                super::render::plan(results)
+            } else {
+                String::new()
+            };
+            Ok(format!("{plan}{}", super::render::summary(results)))
+        }
+        OutputArg::Yaml => results
+            .iter()
+            .map(|result| serde_saphyr::to_string(result).map(|text| format!("---\n{text}")))
+            .collect::<Result<String, _>>()
+            .map_err(|e| e.to_string()),
+        OutputArg::Json => serde_json::to_string_pretty(results)
+            .map(|text| format!("{text}\n"))
+            .map_err(|e| e.to_string()),
+    }
 }

@@ -275,22 +275,33 @@ async fn one(
             ),
         },
         Mode::Apply => {
-            let observed = if bt.spec.suspend {
-                pass::run(sessions, &target, &plan, pass::Observe, cancel).await
-            } else {
-                let step = pass::Migrate {
-                    on_waiting: |_| (),
-                    gate: || async { Ok(()) },
-                };
-                // As the controller's: the status printed carries the same Drifted condition.
-                pass::run(sessions, &target, &plan, step, cancel)
-                    .await
-                    .map(Observed::Succeeded)
-            };
-            let observed = observed.unwrap_or_else(|error| pass::failure(&error));
+            let observed = applying(sessions, &target, &plan, bt.spec.suspend, cancel).await;
             applied(result, &plan, &observed, bt)
         }
     }
+}
+
+/// Runs one table (or, suspended, looks at it) through the same pass as the controller.
+async fn applying(
+    sessions: &SessionPool,
+    target: &Target<'_>,
+    plan: &Plan,
+    suspended: bool,
+    cancel: &CancellationToken,
+) -> Observed {
+    let ran = if suspended {
+        pass::run(sessions, target, plan, pass::Observe, cancel).await
+    } else {
+        let step = pass::Migrate {
+            on_waiting: |_| (),
+            gate: || async { Ok(()) },
+        };
+        // As the controller's: the status printed carries the same Drifted condition.
+        pass::run(sessions, target, plan, step, cancel)
+            .await
+            .map(Observed::Succeeded)
+    };
+    ran.unwrap_or_else(|error| pass::failure(&error))
 }
 
 /// The status a run leads to, and the verdict it means.

@@ -109,6 +109,10 @@ pub(super) fn resolve(
     }
 }
 
+/// Splits a libpq keyword/value connection string into its entries, refusing an unknown keyword.
+///
+/// Longer than most: one scanner over the text (keywords, `=`, quoted and bare values); its states
+/// share the position and the entry being read.
 pub(super) fn parse(input: &str) -> Result<Vec<Entry>, ConnStrError> {
     let syntax = |position, expected| ConnStrError::Syntax {
         form: Form::Keyword,

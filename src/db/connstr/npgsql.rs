@@ -13,6 +13,8 @@ use super::{ConnStrError, Form};
 /// about security), `None` unknown. The known keys are every key Npgsql 6 to 10
 /// accepts (display names, property names and synonyms, obsolete ones included), and `User` and
 /// `Connection Timeout`, which the operator has always read as `Username` and `Timeout`.
+///
+/// Longer than most: one arm per key Npgsql defines, a table better read whole.
 fn npgsql_key(norm: &str) -> Option<Option<Key>> {
     let key = match norm {
         "host" | "server" => Key::Host,
@@ -98,6 +100,10 @@ fn npgsql_key(norm: &str) -> Option<Option<Key>> {
     Some(Some(key))
 }
 
+/// Splits an Npgsql connection string into its entries, refusing a key Npgsql does not define.
+///
+/// Longer than most: one scanner over the text (keys, `=`, quoted and bare values); its states
+/// share the position and the entry being read.
 pub(super) fn parse(input: &str) -> Result<Vec<Entry>, ConnStrError> {
     let syntax = |position, expected| ConnStrError::Syntax {
         form: Form::Npgsql,

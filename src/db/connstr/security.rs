@@ -5,6 +5,8 @@ use super::entry::{Entry, Key, invalid, non_empty, parse_bool};
 use super::{ChannelBinding, ConnStrError, ConnectionSettings, RootCert, TlsVersion};
 
 /// The TLS and authentication settings: each honoured, or refused naming why.
+///
+/// Longer than most: one arm per key, each saying in place why it is honoured or refused.
 pub(super) fn apply(s: &mut ConnectionSettings, e: &Entry) -> Result<(), ConnStrError> {
     let v = e.value.trim();
     let unsupported = |why| ConnStrError::Unsupported {
