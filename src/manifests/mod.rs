@@ -16,8 +16,6 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::CustomResourceExt;
 use serde_json::Value;
 
 use crate::crd::{BoxTable, GROUP, KIND, VERSION};
@@ -205,35 +203,52 @@ pub struct Manifests {
     pub problems: Vec<Problem>,
 }
 
+/// The CRD's `openAPIV3Schema` as checked in at `crds/boxtable.yaml`, turned into JSON by
+/// `build.rs`. The judge reads it from here rather than generating the CRD from [`crate::crd`] in
+/// every `migrate` process: generating it (schemars and the structural-schema rewrite), or even
+/// parsing its YAML, was the largest single cost of `migrate`'s start-up. The unit test
+/// `the_embedded_schema_is_the_generated_one` (and the suite's `crd::golden`) hold the two equal.
+const SCHEMA_JSON: &str = include_str!(concat!(env!("OUT_DIR"), "/boxtable-schema.json"));
+
+/// The top-level fields of `metadata` (Kubernetes' `ObjectMeta`), which the CRD's schema leaves to
+/// the API server. The unit test `the_metadata_fields_are_object_metas` holds this list equal to
+/// k8s-openapi's schema of `ObjectMeta`.
+const METADATA_FIELDS: [&str; 15] = [
+    "annotations",
+    "creationTimestamp",
+    "deletionGracePeriodSeconds",
+    "deletionTimestamp",
+    "finalizers",
+    "generateName",
+    "generation",
+    "labels",
+    "managedFields",
+    "name",
+    "namespace",
+    "ownerReferences",
+    "resourceVersion",
+    "selfLink",
+    "uid",
+];
+
 /// The BoxTable CRD's schema, compiled once, judging documents.
 pub struct Judge {
     schema: Value,
-    metadata_fields: Vec<String>,
     validator: openapi::SchemaValidator,
     programs: cel::Programs,
 }
 
 impl Judge {
-    /// A judge for the CRD generated from [`crate::crd`].
+    /// A judge for the BoxTable CRD (as checked in, the same as generated from [`crate::crd`]).
     ///
     /// # Errors
-    /// [`SchemaCompileError`] if the generated schema does not compile (a bug, not input).
+    /// [`SchemaCompileError`] if the schema cannot be read or does not compile (a bug, not input).
     pub fn for_boxtable() -> Result<Self, SchemaCompileError> {
-        let crd = serde_json::to_value(BoxTable::crd()).unwrap_or_default();
-        let schema = crd
-            .pointer("/spec/versions/0/schema/openAPIV3Schema")
-            .cloned()
-            .unwrap_or_default();
-        let meta = serde_json::to_value(schemars::schema_for!(ObjectMeta)).unwrap_or_default();
-        let metadata_fields = meta
-            .get("properties")
-            .and_then(Value::as_object)
-            .map(|p| p.keys().cloned().collect())
-            .unwrap_or_default();
+        let schema: Value = serde_json::from_str(SCHEMA_JSON)
+            .map_err(|error| SchemaCompileError::new(format!("reading the schema: {error}")))?;
         let validator = openapi::SchemaValidator::new(&schema)?;
         Ok(Self {
             schema,
-            metadata_fields,
             validator,
             programs: cel::Programs::default(),
         })
@@ -247,7 +262,7 @@ impl Judge {
     /// violation blocks them ([`FieldError::blocks_rules`]), which adds
     /// [`FieldError::RulesNotChecked`] instead.
     pub fn boxtable(&self, mut object: Value) -> Result<BoxTable, Vec<FieldError>> {
-        let unknown = strict::Decoder::new(&self.schema, &self.metadata_fields).decode(&mut object);
+        let unknown = strict::Decoder::new(&self.schema, &METADATA_FIELDS).decode(&mut object);
         if !unknown.is_empty() {
             return Err(unknown);
         }
@@ -445,7 +460,33 @@ fn read_file(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use kube::CustomResourceExt;
     use serde_json::json;
+
+    #[test]
+    fn the_embedded_schema_is_the_generated_one() {
+        let embedded: Value = serde_json::from_str(SCHEMA_JSON).unwrap();
+        let crd = serde_json::to_value(BoxTable::crd()).unwrap();
+        let generated = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
+        assert_eq!(
+            &embedded, generated,
+            "crds/boxtable.yaml is not what src/crd/ generates: regenerate it (see its first lines)"
+        );
+    }
+
+    #[test]
+    fn the_metadata_fields_are_object_metas() {
+        let meta = serde_json::to_value(schemars::schema_for!(ObjectMeta)).unwrap();
+        let mut fields: Vec<&str> = meta["properties"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        fields.sort_unstable();
+        assert_eq!(fields, METADATA_FIELDS);
+    }
 
     fn object(spec: Value) -> Value {
         json!({"apiVersion": "brighter.dev/v1alpha1", "kind": "BoxTable",

@@ -19,6 +19,13 @@ pub struct SchemaValidator(jsonschema::Validator);
 #[error("the BoxTable schema does not compile: {0}")]
 pub struct SchemaCompileError(String);
 
+impl SchemaCompileError {
+    /// The error, worded.
+    pub(super) fn new(message: String) -> Self {
+        Self(message)
+    }
+}
+
 impl SchemaValidator {
     /// Compiles `schema` (an `openAPIV3Schema`).
     ///

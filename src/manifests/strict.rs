@@ -16,12 +16,12 @@ const TYPE_FIELDS: [&str; 2] = ["apiVersion", "kind"];
 /// schema leaves `metadata` to the API server).
 pub struct Decoder<'a> {
     schema: &'a Value,
-    metadata_fields: &'a [String],
+    metadata_fields: &'a [&'a str],
 }
 
 impl<'a> Decoder<'a> {
     /// A decoder for objects of the CRD whose `openAPIV3Schema` is `schema`.
-    pub fn new(schema: &'a Value, metadata_fields: &'a [String]) -> Self {
+    pub fn new(schema: &'a Value, metadata_fields: &'a [&'a str]) -> Self {
         Self {
             schema,
             metadata_fields,
@@ -59,7 +59,7 @@ impl<'a> Decoder<'a> {
             return;
         };
         for name in fields.keys() {
-            if !self.metadata_fields.iter().any(|known| known == name) {
+            if !self.metadata_fields.contains(&name.as_str()) {
                 errors.push(FieldError::Unknown {
                     path: format!("metadata.{name}"),
                 });
@@ -176,7 +176,7 @@ mod tests {
 
     fn decode(mut object: Value) -> (Value, Vec<String>) {
         let schema = schema();
-        let meta = vec!["name".to_owned(), "namespace".to_owned()];
+        let meta = ["name", "namespace"];
         let errors = Decoder::new(&schema, &meta).decode(&mut object);
         (object, errors.iter().map(ToString::to_string).collect())
     }
