@@ -4,7 +4,7 @@
 //! two such Jobs starting together with a Brighter application never migrate a table twice.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use boxtable_operator::ident::QualifiedName;
@@ -18,6 +18,7 @@ use tokio_postgres::Client;
 use crate::support;
 use crate::support::Sql;
 use crate::support::control_plane::{control_plane, root};
+use crate::support::process::printed;
 
 /// The workload examples and where their migrate container is.
 const WORKLOADS: &[(&str, &str)] = &[
@@ -126,14 +127,6 @@ fn operator(args: &[String]) -> Command {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     cmd
-}
-
-fn printed(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
 }
 
 #[test]

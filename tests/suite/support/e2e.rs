@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use crate::support::boxtable::BoxTableBuilder;
 pub use crate::support::control_plane::{ControlPlane, OperatorToken, control_plane};
 pub use crate::support::fault_proxy::{FaultProxy, Faults, Rule};
+use crate::support::process::stdout_of_success;
 pub use crate::support::{TestDb, connect, fresh_db};
 
 /// Finds `kubectl` on `path` (a PATH-style list), or says how to get it.
@@ -156,14 +157,7 @@ impl Cluster {
     /// Runs kubectl and requires success; returns stdout.
     pub async fn kubectl_ok(&self, args: &[&str]) -> String {
         let out = self.kubectl(args).await;
-        assert!(
-            out.status.success(),
-            "kubectl {} failed:\n{}{}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
+        stdout_of_success(&format!("kubectl {}", args.join(" ")), out)
     }
 
     /// `kubectl apply -f -` of `yaml`, which must succeed.

@@ -7,6 +7,8 @@
 use std::path::PathBuf;
 use std::process::Command;
 
+use crate::support::process::run_ok;
+
 /// A PostgreSQL cluster owned by one test.
 pub struct Cluster {
     /// Root directory (data directory and logs).
@@ -44,15 +46,9 @@ pub struct Pki {
 }
 
 fn openssl(args: &[&str], dir: &std::path::Path) {
-    let out = Command::new("openssl")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "openssl {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
+    run_ok(
+        &format!("openssl {args:?}"),
+        Command::new("openssl").args(args).current_dir(dir),
     );
 }
 
@@ -247,20 +243,16 @@ impl Cluster {
             cluster.data.join("server.crt"),
             cluster.data.join("server.key"),
         );
-        let made = Command::new("openssl")
-            .args([
-                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-            ])
-            .args(["-subj", "/CN=boxtable-test-server", "-keyout"])
-            .arg(&key)
-            .arg("-out")
-            .arg(&cert)
-            .output()
-            .unwrap();
-        assert!(
-            made.status.success(),
-            "openssl req failed: {}",
-            String::from_utf8_lossy(&made.stderr)
+        run_ok(
+            "openssl req",
+            Command::new("openssl")
+                .args([
+                    "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+                ])
+                .args(["-subj", "/CN=boxtable-test-server", "-keyout"])
+                .arg(&key)
+                .arg("-out")
+                .arg(&cert),
         );
         for file in [&cert, &key] {
             if let Some(user) = &cluster.owner {
