@@ -15,8 +15,7 @@ use crate::support::controller::*;
 async fn a_new_boxtable_becomes_ready_with_the_lock_identity_and_one_history_row() {
     let h = Harness::start().await;
 
-    h.apply(boxtable("orders").outbox()).await;
-    let bt = h.wait_ready("orders").await;
+    let bt = h.apply_ready(boxtable("orders").outbox()).await;
 
     let status = bt.status.clone().unwrap();
     assert_eq!(status.observed_generation, bt.metadata.generation);
@@ -48,9 +47,9 @@ async fn a_new_boxtable_becomes_ready_with_the_lock_identity_and_one_history_row
 #[tokio::test]
 async fn raising_the_target_version_migrates_the_table_up_to_it() {
     let h = Harness::start().await;
-    h.apply(boxtable("orders").outbox().table("Outbox").target(5))
+    let bt = h
+        .apply_ready(boxtable("orders").outbox().table("Outbox").target(5))
         .await;
-    let bt = h.wait_ready("orders").await;
     assert_eq!(bt.status.unwrap().applied_version, Some(5));
     assert_eq!(h.history_versions("public", "outbox").await, vec![5]);
 
@@ -73,8 +72,7 @@ async fn raising_the_target_version_migrates_the_table_up_to_it() {
 #[tokio::test]
 async fn a_migration_stuck_behind_a_table_lock_shows_acquired_and_migrating_until_it_finishes() {
     let h = Harness::start().await;
-    h.apply(boxtable("orders").outbox().target(5)).await;
-    h.wait_ready("orders").await;
+    h.apply_ready(boxtable("orders").outbox().target(5)).await;
 
     // An application transaction reads the table: the upgrade's ALTER TABLE waits behind it
     // while the operator holds Brighter's lock.
@@ -136,8 +134,9 @@ async fn a_table_brighter_left_at_version_five_is_migrated_to_eight() {
         .await;
     }
 
-    h.apply(boxtable("orders").outbox().schema("sales")).await;
-    let bt = h.wait_ready("orders").await;
+    let bt = h
+        .apply_ready(boxtable("orders").outbox().schema("sales"))
+        .await;
 
     let status = bt.status.unwrap();
     assert_eq!(status.applied_version, Some(8));
@@ -185,12 +184,7 @@ async fn a_held_lock_shows_its_holder_then_times_out_then_migrates_once_released
 
     h.apply(boxtable("orders").lock_timeout("3s")).await;
     let waiting = h
-        .wait_for("orders", "lock state Waiting", |bt| {
-            bt.status
-                .as_ref()
-                .and_then(|s| s.lock.as_ref())
-                .is_some_and(|l| l.state == LockState::Waiting)
-        })
+        .wait_for_lock("orders", LockState::Waiting)
         .await
         .status
         .unwrap();
@@ -228,8 +222,7 @@ async fn a_held_lock_shows_its_holder_then_times_out_then_migrates_once_released
 #[tokio::test]
 async fn deleting_with_retain_keeps_the_table_and_removes_the_object() {
     let h = Harness::start().await;
-    h.apply(boxtable("orders")).await;
-    h.wait_ready("orders").await;
+    h.apply_ready(boxtable("orders")).await;
 
     h.delete("orders").await;
     h.wait_gone("orders").await;
@@ -241,9 +234,8 @@ async fn deleting_with_retain_keeps_the_table_and_removes_the_object() {
 #[tokio::test]
 async fn deleting_with_drop_removes_the_table_and_its_history_then_the_object() {
     let h = Harness::start().await;
-    h.apply(boxtable("orders").schema("sales").drop_policy())
+    h.apply_ready(boxtable("orders").schema("sales").drop_policy())
         .await;
-    h.wait_ready("orders").await;
     assert!(h.table_exists("sales.outbox").await);
 
     h.delete("orders").await;
@@ -290,8 +282,7 @@ async fn a_suspended_boxtable_changes_nothing_and_reports_suspended() {
 #[tokio::test]
 async fn a_second_boxtable_for_the_same_table_reports_the_conflict_and_does_not_migrate() {
     let h = Harness::start().await;
-    h.apply(boxtable("orders").target(5)).await;
-    h.wait_ready("orders").await;
+    h.apply_ready(boxtable("orders").target(5)).await;
 
     // Sorts before "orders" by name, so only its later creation can make it the one that yields.
     h.apply(boxtable("a-copy-of-orders")).await;
@@ -349,8 +340,7 @@ async fn an_invalid_connection_string_stalls_without_revealing_the_password() {
 #[tokio::test]
 async fn a_create_publishes_one_migrated_event_and_a_no_op_resync_publishes_none() {
     let h = Harness::start().await;
-    h.apply(boxtable("orders")).await;
-    h.wait_ready("orders").await;
+    h.apply_ready(boxtable("orders")).await;
     h.wait_for_passes(1).await;
     let before = h.events("orders").await;
 
@@ -373,8 +363,7 @@ async fn a_create_publishes_one_migrated_event_and_a_no_op_resync_publishes_none
 #[tokio::test]
 async fn every_migration_publishes_an_event_naming_the_table_and_its_versions() {
     let h = Harness::start().await;
-    h.apply(boxtable("orders").target(3)).await;
-    h.wait_ready("orders").await;
+    h.apply_ready(boxtable("orders").target(3)).await;
     let migrated = |note: &'static str| {
         let h = &h;
         move || async move {
@@ -418,8 +407,7 @@ async fn every_migration_publishes_an_event_naming_the_table_and_its_versions() 
 #[tokio::test]
 async fn a_no_op_resync_does_not_rewrite_the_status() {
     let h = Harness::start().await;
-    h.apply(boxtable("orders")).await;
-    let ready = h.wait_ready("orders").await;
+    let ready = h.apply_ready(boxtable("orders")).await;
 
     h.wait_for_passes(3).await;
 
@@ -436,13 +424,7 @@ async fn shutdown_abandons_a_lock_wait_promptly_and_leaves_no_session_behind() {
     let mut h = Harness::start().await;
     let _holder = h.hold_lock("orders-api", "public", "outbox").await;
     h.apply(boxtable("orders").lock_timeout("30s")).await;
-    h.wait_for("orders", "lock state Waiting", |bt| {
-        bt.status
-            .as_ref()
-            .and_then(|s| s.lock.as_ref())
-            .is_some_and(|l| l.state == LockState::Waiting)
-    })
-    .await;
+    h.wait_for_lock("orders", LockState::Waiting).await;
     assert_eq!(h.operator_sessions().await, 1);
 
     let took = h.stop().await;
@@ -480,10 +462,7 @@ const REQUESTED: &str = "brighter.dev/reconcile-requested-at";
 async fn a_stalled_boxtable_says_when_it_retries_and_retries_at_once_when_a_reconcile_is_requested()
 {
     // A resync far beyond the test's deadline: only the request can bring the retry forward.
-    let h = Harness::builder()
-        .resync(Duration::from_secs(600))
-        .start()
-        .await;
+    let h = Harness::without_resync().await;
     h.apply(boxtable("orders").schema("billing")).await;
     let stalled = h.wait_stalled("orders", "SchemaNotFound").await;
     let status = stalled.status.unwrap();
@@ -567,8 +546,7 @@ async fn only_a_drop_boxtable_carries_the_finalizer_and_it_follows_the_policy() 
     let mut h = Harness::start().await;
     let finalizers =
         |bt: &boxtable_operator::crd::BoxTable| bt.metadata.finalizers.clone().unwrap_or_default();
-    h.apply(boxtable("orders")).await;
-    let ready = h.wait_ready("orders").await;
+    let ready = h.apply_ready(boxtable("orders")).await;
     assert!(finalizers(&ready).is_empty(), "{:?}", finalizers(&ready));
 
     h.patch_spec("orders", json!({"deletionPolicy": "Drop"}))
@@ -606,8 +584,7 @@ async fn a_table_whose_replay_index_name_another_table_holds_stalls_naming_both_
     // 61-byte names: Brighter's idx_<table>_causationid is cut by PostgreSQL to the same 63 bytes.
     let stem = "order_events_of_the_shop_for_every_tenant_and_every_regions";
     let (first, second) = (format!("{stem}_a"), format!("{stem}_b"));
-    h.apply(boxtable("first").table(&first)).await;
-    h.wait_ready("first").await;
+    h.apply_ready(boxtable("first").table(&first)).await;
 
     h.apply(boxtable("second").table(&second)).await;
     let bt = h.wait_stalled("second", "IndexNameConflict").await;

@@ -10,8 +10,6 @@ use boxtable_operator::telemetry::CacheEntries;
 
 use crate::support::controller::*;
 
-/// No resync comes during the test.
-const NO_RESYNC: Duration = Duration::from_secs(3600);
 /// Well under the periodic sweep (a minute): the entries go on the events, not on the sweep.
 const FORGOTTEN_WITHIN: Duration = Duration::from_secs(20);
 
@@ -38,7 +36,7 @@ async fn wait_entries(
 
 #[tokio::test]
 async fn every_cache_entry_goes_when_its_boxtable_or_secret_is_deleted_retain_or_drop() {
-    let h = Harness::builder().resync(NO_RESYNC).start().await;
+    let h = Harness::without_resync().await;
     h.create_secret_named("drop-db").await;
     h.create_secret_named("gone-db").await;
     h.create_secret_data(

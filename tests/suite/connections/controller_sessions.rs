@@ -4,7 +4,6 @@
 //! next pass failing.
 
 use std::collections::BTreeSet;
-use std::time::Duration;
 
 use boxtable_operator::db::PoolSettings;
 use k8s_openapi::api::core::v1::Secret;
@@ -110,8 +109,7 @@ async fn a_rotated_secret_starts_new_sessions_and_ends_the_old_backends() {
     let role = role(&h, "first-password").await;
     h.create_secret_with(&url_as(&h, &role, "first-password"))
         .await;
-    h.apply(boxtable("orders")).await;
-    h.wait_ready("orders").await;
+    h.apply_ready(boxtable("orders")).await;
     let old = operator_pids(&h).await;
     assert!(!old.is_empty());
 
@@ -152,12 +150,8 @@ async fn a_rotated_secret_starts_new_sessions_and_ends_the_old_backends() {
 #[tokio::test]
 async fn a_pooled_session_terminated_by_the_server_is_replaced_and_the_next_pass_succeeds() {
     // No resync during the test: the only pass after the kill is the one requested below.
-    let h = Harness::builder()
-        .resync(Duration::from_secs(600))
-        .start()
-        .await;
-    h.apply(boxtable("orders")).await;
-    h.wait_ready("orders").await;
+    let h = Harness::without_resync().await;
+    h.apply_ready(boxtable("orders")).await;
     wait_until("the pass's session to be idle in the pool", || async {
         metric(&h, "boxtable_db_sessions_idle ") == 1.0
     })

@@ -52,8 +52,7 @@ async fn wait_held(h: &Harness, name: &str, finalizer: &str, held: bool) {
 async fn moving_a_drop_boxtables_secret_ref_moves_its_finalizer_to_the_new_secret() {
     let h = Harness::start().await;
     h.create_secret_named(OTHER).await;
-    h.apply(boxtable("orders").drop_policy()).await;
-    h.wait_ready("orders").await;
+    h.apply_ready(boxtable("orders").drop_policy()).await;
     let guard = guard_of(&h, "orders").await;
     wait_held(&h, SECRET, &guard, true).await;
 
@@ -86,8 +85,7 @@ async fn moving_a_drop_boxtables_secret_ref_moves_its_finalizer_to_the_new_secre
 #[tokio::test]
 async fn a_drop_boxtable_turned_retain_lets_go_of_its_secret() {
     let h = Harness::start().await;
-    h.apply(boxtable("orders").drop_policy()).await;
-    h.wait_ready("orders").await;
+    h.apply_ready(boxtable("orders").drop_policy()).await;
     let guard = guard_of(&h, "orders").await;
     wait_held(&h, SECRET, &guard, true).await;
 
@@ -121,8 +119,7 @@ async fn a_finalizer_left_on_a_secret_the_boxtable_no_longer_references_is_remov
     // An earlier release left the finalizer on the Secret a BoxTable referenced before.
     let h = Harness::start().await;
     h.create_secret_named(OTHER).await;
-    h.apply(boxtable("orders").drop_policy()).await;
-    h.wait_ready("orders").await;
+    h.apply_ready(boxtable("orders").drop_policy()).await;
     let guard = guard_of(&h, "orders").await;
     leave_finalizer(&h, OTHER, &guard).await;
 
@@ -134,8 +131,7 @@ async fn a_finalizer_left_on_a_secret_the_boxtable_no_longer_references_is_remov
 async fn deleting_a_drop_boxtable_lets_go_of_every_secret_carrying_its_finalizer() {
     let mut h = Harness::start().await;
     h.create_secret_named(OTHER).await;
-    h.apply(boxtable("orders").drop_policy()).await;
-    h.wait_ready("orders").await;
+    h.apply_ready(boxtable("orders").drop_policy()).await;
     let guard = guard_of(&h, "orders").await;
     wait_held(&h, SECRET, &guard, true).await;
 

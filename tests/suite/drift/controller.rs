@@ -130,8 +130,7 @@ async fn a_dropped_replay_index_is_reported_as_drift_once_and_cleared_when_it_is
 #[tokio::test]
 async fn a_column_an_application_added_is_named_without_setting_drifted() {
     let h = Harness::start().await;
-    h.apply(boxtable("orders").outbox()).await;
-    h.wait_ready("orders").await;
+    h.apply_ready(boxtable("orders").outbox()).await;
 
     h.sql()
         .await

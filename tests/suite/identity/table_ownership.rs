@@ -65,22 +65,9 @@ async fn table_left_by_a_deleted_boxtable(h: &Harness, name: &str, table: &str) 
     bt.uid().unwrap()
 }
 
-fn ready_message(bt: &BoxTable) -> String {
-    condition(bt.status.as_ref().unwrap(), "Ready")
-        .unwrap()
-        .message
-        .clone()
-}
-
 /// `boxtable_migrations_applied_total`, summed.
 fn migrations_applied(h: &Harness) -> u64 {
-    h.metrics
-        .encode()
-        .unwrap()
-        .lines()
-        .filter(|l| l.starts_with("boxtable_migrations_applied_total{"))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
-        .sum()
+    h.counter_total("boxtable_migrations_applied_total")
 }
 
 async fn wait_for_event(h: &Harness, name: &str, reason: &str) -> String {
@@ -107,9 +94,9 @@ async fn a_boxtable_deleted_with_retain_and_applied_again_takes_its_table_back_w
     let old_uid = table_left_by_a_deleted_boxtable(&h, "orders-outbox", "recreated_outbox").await;
     let applied = migrations_applied(&h);
 
-    h.apply(boxtable("orders-outbox").table("recreated_outbox"))
+    let bt = h
+        .apply_ready(boxtable("orders-outbox").table("recreated_outbox"))
         .await;
-    let bt = h.wait_ready("orders-outbox").await;
 
     assert_eq!(reason(bt.status.as_ref().unwrap()), "UpToDate");
     assert_eq!(
@@ -138,9 +125,9 @@ async fn a_retain_boxtable_replaced_under_another_name_in_its_namespace_hands_th
     let h = Harness::start().await;
     let old_uid = table_left_by_a_deleted_boxtable(&h, "orders", "handover_outbox").await;
 
-    h.apply(boxtable("orders-v2").table("handover_outbox"))
+    let bt = h
+        .apply_ready(boxtable("orders-v2").table("handover_outbox"))
         .await;
-    let bt = h.wait_ready("orders-v2").await;
 
     assert_eq!(
         h.history_versions("public", "handover_outbox").await,

@@ -96,8 +96,7 @@ async fn a_database_that_never_answers_ends_the_pass_deadline_exceeded_within_it
 #[tokio::test]
 async fn a_read_stuck_behind_a_table_lock_is_cancelled_on_the_server_at_the_deadline() {
     let h = Harness::start().await;
-    h.apply(boxtable("orders").lock_timeout("1s")).await;
-    h.wait_ready("orders").await;
+    h.apply_ready(boxtable("orders").lock_timeout("1s")).await;
     // A long transaction holds the history table: the pass's read before the lock queues behind it.
     let blocker = h.sql().await;
     blocker

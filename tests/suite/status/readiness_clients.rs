@@ -112,13 +112,7 @@ async fn every_state_the_operator_writes_is_judged_as_flux_helm_and_argocd_would
     // Waiting for Brighter's lock held by an application: Reconciling.
     let _holder = h.hold_lock("orders-api", "public", "inbox").await;
     h.apply(boxtable("inbox").inbox().lock_timeout("60s")).await;
-    h.wait_for("inbox", "lock state Waiting", |bt| {
-        bt.status
-            .as_ref()
-            .and_then(|s| s.lock.as_ref())
-            .is_some_and(|l| l.state == LockState::Waiting)
-    })
-    .await;
+    h.wait_for_lock("inbox", LockState::Waiting).await;
     let waiting = h.raw("inbox").await;
     assert_eq!(kstatus(&waiting), "InProgress", "{waiting}");
     assert_eq!(argocd(&waiting).0, "Progressing", "{waiting}");

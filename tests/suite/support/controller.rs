@@ -12,17 +12,17 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use boxtable_operator::controller::{self, RunError, Settings};
-use boxtable_operator::crd::{BoxTable, BoxTableStatus};
+use boxtable_operator::crd::{BoxTable, BoxTableStatus, LockState};
 use boxtable_operator::ident::QualifiedName;
 use boxtable_operator::lock::LockIdentity;
 use boxtable_operator::telemetry::{Metrics, Readiness};
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-use kube::Client;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
 };
+use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -41,6 +41,8 @@ pub const NAMESPACE: &str = "ctl";
 pub const SECRET: &str = "shop-db";
 /// The drift-check interval: short, so that "the next resync" comes quickly.
 pub const RESYNC: Duration = Duration::from_secs(2);
+/// A resync interval no test lasts long enough to see: every pass was started by a watch.
+pub const NO_RESYNC: Duration = Duration::from_secs(3600);
 /// How often waits poll the API server.
 const POLL: Duration = Duration::from_millis(100);
 
@@ -109,6 +111,11 @@ impl Harness {
     /// Everything started, with the Secret holding the test database's URL.
     pub async fn start() -> Self {
         Self::builder().start().await
+    }
+
+    /// Everything started as [`Harness::start`] does, but never resyncing ([`NO_RESYNC`]).
+    pub async fn without_resync() -> Self {
+        Self::builder().resync(NO_RESYNC).start().await
     }
 
     pub fn builder() -> HarnessBuilder {
@@ -294,6 +301,14 @@ pub fn is_ready(bt: &BoxTable) -> bool {
         .is_some_and(|s| has(s, "Ready", "True") && s.observed_generation == bt.metadata.generation)
 }
 
+/// The Ready condition's message.
+pub fn ready_message(bt: &BoxTable) -> String {
+    condition(bt.status.as_ref().unwrap(), "Ready")
+        .unwrap()
+        .message
+        .clone()
+}
+
 /// Stalled=True with `reason`.
 pub fn is_stalled_with(bt: &BoxTable, reason_name: &str) -> bool {
     bt.status
@@ -335,6 +350,12 @@ impl Harness {
             .create(&PostParams::default(), &bt)
             .await
             .unwrap()
+    }
+
+    /// Creates the BoxTable and waits for it to be Ready.
+    pub async fn apply_ready(&self, builder: BoxTableBuilder) -> BoxTable {
+        let created = self.apply(builder).await;
+        self.wait_ready(&created.name_any()).await
     }
 
     /// Merge-patches the BoxTable's spec with `spec`.
@@ -412,6 +433,17 @@ impl Harness {
         .await
     }
 
+    /// Waits until the BoxTable's lock is in `state`.
+    pub async fn wait_for_lock(&self, name: &str, state: LockState) -> BoxTable {
+        self.wait_for(name, &format!("lock state {state:?}"), |bt| {
+            bt.status
+                .as_ref()
+                .and_then(|s| s.lock.as_ref())
+                .is_some_and(|l| l.state == state)
+        })
+        .await
+    }
+
     /// Waits until the object is gone from the API server.
     pub async fn wait_gone(&self, name: &str) {
         wait_until(&format!("{name} to be deleted"), || async {
@@ -432,15 +464,21 @@ impl Harness {
             .collect()
     }
 
-    /// `boxtable_reconciles_total`, summed over results.
-    pub fn reconciles(&self) -> u64 {
+    /// The counter `name` (`boxtable_reconciles_total`), summed over its labels.
+    pub fn counter_total(&self, name: &str) -> u64 {
+        let labelled = format!("{name}{{");
         self.metrics
             .encode()
             .unwrap()
             .lines()
-            .filter(|l| l.starts_with("boxtable_reconciles_total{"))
+            .filter(|l| l.starts_with(&labelled))
             .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
             .sum()
+    }
+
+    /// `boxtable_reconciles_total`, summed over results.
+    pub fn reconciles(&self) -> u64 {
+        self.counter_total("boxtable_reconciles_total")
     }
 
     /// Waits until `n` more reconcile passes have finished (resyncs, with nothing to do).
