@@ -13,8 +13,7 @@ use crate::support::migrate::*;
 
 #[tokio::test]
 async fn a_history_version_no_brighter_writes_is_refused_naming_it() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     outbox_at(&client, "public.outbox", 7, 0).await;
     write_history(&client, "public", "public", "outbox", 0, "not a version").await;
 
@@ -27,8 +26,7 @@ async fn a_history_version_no_brighter_writes_is_refused_naming_it() {
 
 #[tokio::test]
 async fn a_table_without_headerbag_is_not_a_brighter_outbox() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     client
         .batch_execute("CREATE TABLE public.outbox (id int, body text)")
         .await
@@ -45,8 +43,7 @@ async fn a_table_without_headerbag_is_not_a_brighter_outbox() {
 
 #[tokio::test]
 async fn a_table_missing_v1_columns_matches_no_known_version() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     client
         .batch_execute("CREATE TABLE public.inbox (commandbody text, commandid text)")
         .await
@@ -60,8 +57,7 @@ async fn a_table_missing_v1_columns_matches_no_known_version() {
 
 #[tokio::test]
 async fn a_text_outbox_asked_as_binary_is_a_payload_mismatch() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     outbox_at(&client, "public.outbox", 3, 0).await;
 
     let err = fails_without_change(&db, &outbox("Outbox").binary().build()).await;
@@ -120,8 +116,7 @@ async fn a_missing_schema_is_reported_and_not_created() {
 
 #[tokio::test]
 async fn a_table_dropped_while_its_history_remains_says_how_to_fix_it() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     run(&db, &outbox("Outbox").build()).await.unwrap();
     client
         .batch_execute("DROP TABLE public.outbox")
@@ -172,8 +167,7 @@ const BLOCK_CREATE_INDEX: &str = "
 
 #[tokio::test]
 async fn a_step_failing_midway_rolls_back_everything_including_the_history_table() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     outbox_at(&client, "public.outbox", 2, 2).await;
     client.batch_execute(BLOCK_CREATE_INDEX).await.unwrap();
 
@@ -217,8 +211,7 @@ async fn a_step_failing_midway_rolls_back_everything_including_the_history_table
 /// transaction left open), failing the test unless the run ends in an error within 60 s. Returns
 /// a session of the test, the busy session, and the error.
 async fn run_on_a_busy_v6_outbox(plan: &Plan) -> (Client, Client, RunError) {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     outbox_at(&client, "public.outbox", 6, 1).await;
     let busy = hold_access_share(&db, "public.outbox").await;
     let err = tokio::time::timeout(Duration::from_secs(60), run(&db, plan))
@@ -268,8 +261,7 @@ async fn a_statement_timeout_fails_the_step_and_rolls_back() {
 #[tokio::test]
 async fn a_history_row_failing_after_its_ddl_in_the_same_batch_rolls_back_the_table_and_releases_the_lock()
  {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     // The history table exists with Brighter's shape, and refuses every row: the fresh table's
     // DDL succeeds, then the last statement of the same batch fails.
     client
@@ -303,8 +295,7 @@ async fn a_history_row_failing_after_its_ddl_in_the_same_batch_rolls_back_the_ta
 
 #[tokio::test]
 async fn a_replay_index_name_another_table_holds_once_cut_to_63_bytes_is_refused_naming_both() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     // Both names are 61 bytes: Brighter's idx_<table>_causationid is cut to the same 63 bytes,
     // idx_<stem>.
     let stem = "order_events_of_the_shop_for_every_tenant_and_every_regions";

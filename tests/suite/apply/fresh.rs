@@ -58,8 +58,7 @@ fn expected_inbox(payload: &str) -> Vec<ColumnRow> {
 
 /// A fresh database with `schema` created in it (unless it is `public`), and a connection to it.
 async fn db_with_schema(schema: &str) -> (support::TestDb, tokio_postgres::Client) {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     if schema != "public" {
         client
             .batch_execute(&format!("CREATE SCHEMA \"{schema}\""))
@@ -199,8 +198,7 @@ async fn fresh_json_inbox_has_a_json_commandbody() {
 
 #[tokio::test]
 async fn reserved_word_table_order_is_created_and_mixed_case_names_are_one_table() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     client.batch_execute("CREATE SCHEMA sales").await.unwrap();
 
     let first = run(&db, &outbox("Order").in_schema("Sales").build())
@@ -235,8 +233,7 @@ async fn reserved_word_table_order_is_created_and_mixed_case_names_are_one_table
 
 #[tokio::test]
 async fn a_fresh_install_below_the_latest_target_stops_there_and_a_later_run_continues() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
 
     let at5 = run(&db, &outbox("Outbox").target(5).build()).await.unwrap();
     assert_eq!(

@@ -23,8 +23,7 @@ struct KillResult {
 
 /// A V1 outbox with data rows in a fresh database, with the DDL hook installed.
 async fn v1_outbox_with_hook() -> (support::TestDb, tokio_postgres::Client) {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     migrate_support_outbox_v1(&client).await;
     install_ddl_hook(&client).await;
     (db, client)

@@ -447,8 +447,7 @@ async fn a_secret_with_separate_keys_as_cloudnativepg_and_crossplane_write_them_
 #[tokio::test]
 async fn a_table_locked_by_a_long_transaction_fails_the_migration_after_the_default_ddl_lock_timeout()
  {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     support::migrate::outbox_at(&client, "public.outbox", 6, 1).await;
     let holder = db.connect().await;
     holder

@@ -45,8 +45,7 @@ async fn record_another_sales_table_in_public(client: &Client) {
 
 #[tokio::test]
 async fn per_schema_history_lives_in_the_box_schema_and_public_gets_nothing() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     client.batch_execute("CREATE SCHEMA sales").await.unwrap();
 
     let outcome = run(&db, &sales_per_schema_outbox()).await.unwrap();
@@ -61,8 +60,7 @@ async fn per_schema_history_lives_in_the_box_schema_and_public_gets_nothing() {
 
 #[tokio::test]
 async fn per_schema_history_is_seeded_from_public_keeping_description_and_applied_at() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     sales_outbox_recorded_in_public(&client, 6, 1).await;
     client
         .batch_execute(
@@ -102,8 +100,7 @@ async fn per_schema_history_is_seeded_from_public_keeping_description_and_applie
 
 #[tokio::test]
 async fn observe_reports_what_a_run_would_do_without_writing() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     outbox_at(&client, "public.outbox", 3, 0).await;
     let before = snapshot(&client).await;
     let session = session(&db).await;
@@ -123,8 +120,7 @@ async fn observe_reports_what_a_run_would_do_without_writing() {
 
 #[tokio::test]
 async fn observe_sees_public_history_for_a_per_schema_table_not_yet_seeded() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     sales_outbox_recorded_in_public(&client, 7, 0).await;
     let session = session(&db).await;
 
@@ -137,8 +133,7 @@ async fn observe_sees_public_history_for_a_per_schema_table_not_yet_seeded() {
 
 #[tokio::test]
 async fn drop_removes_the_table_and_only_its_own_history_rows_and_a_second_drop_succeeds() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     let plan = outbox("Outbox").owned_by("orders").build();
     run(&db, &plan).await.unwrap();
     run(&db, &inbox("Inbox").owned_by("inbox").build())
@@ -167,8 +162,7 @@ async fn drop_removes_the_table_and_only_its_own_history_rows_and_a_second_drop_
 
 #[tokio::test]
 async fn drop_refuses_a_table_it_owns_that_is_not_a_brighter_table() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     client
         .batch_execute(
             "CREATE TABLE public.outbox (id int); \
@@ -203,8 +197,7 @@ async fn drop_in_a_missing_schema_is_already_done() {
 #[tokio::test]
 async fn dropping_a_per_schema_table_also_removes_its_seed_rows_from_public_so_it_can_start_fresh()
 {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     sales_outbox_recorded_in_public(&client, 6, 0).await;
     record_another_sales_table_in_public(&client).await;
     let plan = outbox("Outbox")

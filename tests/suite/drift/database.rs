@@ -35,8 +35,7 @@ async fn a_table_the_operator_created_matches_its_version() {
 
 #[tokio::test]
 async fn tables_older_brighter_releases_made_and_the_operator_upgraded_match_their_version() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     // A 2019 outbox (MessageId uuid) and a V1 inbox (CommandId uuid), adopted and upgraded.
     outbox_at(&client, "public.outbox", 2, 1).await;
     client
@@ -52,8 +51,7 @@ async fn tables_older_brighter_releases_made_and_the_operator_upgraded_match_the
 
 #[tokio::test]
 async fn each_change_made_behind_the_operators_back_is_named() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     let plan = outbox("outbox").binary().build();
     run(&db, &plan).await.unwrap();
 
@@ -100,8 +98,7 @@ async fn each_change_made_behind_the_operators_back_is_named() {
 
 #[tokio::test]
 async fn a_column_an_application_added_is_reported_but_is_not_drift() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     let plan = outbox("outbox").build();
     run(&db, &plan).await.unwrap();
     client
@@ -137,8 +134,7 @@ async fn a_column_an_application_added_is_reported_but_is_not_drift() {
 
 #[tokio::test]
 async fn the_plan_reports_drift_against_the_recorded_version_without_changing_anything() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     let plan = outbox("outbox").target(8).build();
     run(&db, &plan).await.unwrap();
     client

@@ -19,8 +19,7 @@ fn record_of(comment: Option<String>) -> Option<ownership::OwnerRecord> {
 
 #[tokio::test]
 async fn a_fresh_table_records_the_boxtable_that_created_it() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
 
     run(&db, &outbox("Outbox").owned_by("uid-a").build())
         .await
@@ -34,8 +33,7 @@ async fn a_fresh_table_records_the_boxtable_that_created_it() {
 
 #[tokio::test]
 async fn an_existing_table_is_adopted_by_the_first_boxtable_and_its_own_comment_is_kept() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     outbox_at(&client, "public.outbox", 2, 0).await;
     client
         .batch_execute(
@@ -63,8 +61,7 @@ async fn an_existing_table_is_adopted_by_the_first_boxtable_and_its_own_comment_
 
 #[tokio::test]
 async fn another_boxtable_neither_migrates_nor_drops_a_table_it_does_not_own() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     run(&db, &outbox("Outbox").target(5).owned_by("uid-a").build())
         .await
         .unwrap();
@@ -107,8 +104,7 @@ async fn an_up_to_date_table_is_not_reported_ready_to_a_boxtable_that_does_not_o
 
 #[tokio::test]
 async fn a_drop_of_a_table_holding_undispatched_messages_waits_for_consent() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     let plan = outbox("Outbox").owned_by("uid-a").build();
     run(&db, &plan).await.unwrap();
     client
@@ -142,8 +138,7 @@ async fn a_drop_of_a_table_holding_undispatched_messages_waits_for_consent() {
 
 #[tokio::test]
 async fn a_drop_of_an_adopted_table_waits_for_consent_even_when_it_is_empty() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     outbox_at(&client, "public.outbox", 2, 0).await;
     let plan = outbox("Outbox").owned_by("uid-a").build();
     run(&db, &plan).await.unwrap();
@@ -165,8 +160,7 @@ async fn a_drop_of_an_adopted_table_waits_for_consent_even_when_it_is_empty() {
 
 #[tokio::test]
 async fn an_empty_table_the_boxtable_created_is_dropped_without_consent() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     let plan = outbox("Outbox").owned_by("uid-a").build();
     run(&db, &plan).await.unwrap();
 
@@ -178,8 +172,7 @@ async fn an_empty_table_the_boxtable_created_is_dropped_without_consent() {
 
 #[tokio::test]
 async fn a_suspended_boxtable_does_not_drop_its_table() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     let plan = outbox("Outbox").owned_by("uid-a").build();
     run(&db, &plan).await.unwrap();
 
@@ -195,8 +188,7 @@ async fn a_suspended_boxtable_does_not_drop_its_table() {
 
 #[tokio::test]
 async fn a_table_created_again_after_its_owner_dropped_it_is_never_dropped() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     let plan = outbox("Outbox").owned_by("uid-a").build();
     run(&db, &plan).await.unwrap();
     assert!(drop_as_owner(&db, &plan, false).await.unwrap().dropped());
@@ -212,8 +204,7 @@ async fn a_table_created_again_after_its_owner_dropped_it_is_never_dropped() {
 
 #[tokio::test]
 async fn ownership_is_checked_again_under_the_lock_so_a_table_replaced_during_the_wait_is_kept() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     let plan = outbox("Outbox").owned_by("uid-a").build();
     run(&db, &plan).await.unwrap();
     // A Brighter application holds the lock while it replaces the table.

@@ -378,8 +378,7 @@ async fn two_jobs_and_an_application_starting_together_migrate_each_table_once()
     let mut application_created = 0;
     let mut jobs_created = 0;
     for round in 0..ROUNDS {
-        let db = support::fresh_db().await;
-        let client = db.connect().await;
+        let (db, client) = support::fresh_db_and_client().await;
         client.batch_execute(DDL_LOG).await.unwrap();
         let app = db.connect().await;
         let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());

@@ -95,8 +95,7 @@ async fn eight_runners_on_eight_tables_in_eight_schemas_race_to_create_one_histo
 
 #[tokio::test]
 async fn a_lock_held_by_another_session_times_out_naming_the_holder_and_changes_nothing() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     let plan = outbox("Outbox")
         .lock_timeout(Duration::from_millis(300))
         .build();
@@ -174,8 +173,7 @@ async fn a_run_waits_for_the_holder_and_then_migrates() {
 
 #[tokio::test]
 async fn cancelling_a_run_mid_statement_rolls_back_and_releases_the_lock() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     outbox_at(&client, "public.outbox", 6, 1).await;
     let busy = hold_access_share(&db, "public.outbox").await;
     let before = snapshot(&client).await;

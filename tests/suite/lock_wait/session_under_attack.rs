@@ -17,8 +17,7 @@ use crate::support::reliability::*;
 
 #[tokio::test]
 async fn terminating_the_lock_session_mid_run_stops_it_and_commits_nothing() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     outbox_at(&client, "public.outbox", 1, 20).await;
     install_ddl_hook(&client).await;
     set_db_setting(&client, &db.name, "pause_at", Some(8)).await;
@@ -58,8 +57,7 @@ async fn terminating_the_lock_session_mid_run_stops_it_and_commits_nothing() {
 #[tokio::test]
 async fn a_failing_step_rolls_back_then_unlocks_keeping_its_error_and_the_next_runner_locks_at_once()
  {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     outbox_at(&client, "public.outbox", 1, 20).await;
     install_ddl_hook(&client).await;
     set_db_setting(&client, &db.name, "fail_at", Some(7)).await;
@@ -134,8 +132,7 @@ async fn hostile_role(db: &support::TestDb, client: &tokio_postgres::Client) -> 
 
 #[tokio::test]
 async fn role_timeouts_do_not_break_a_long_lock_wait() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     outbox_at(&client, "public.outbox", 6, 5).await;
     let url = hostile_role(&db, &client).await;
     let holder = db.connect().await;

@@ -92,8 +92,7 @@ fn planned(results: &[Value]) -> Vec<(String, Vec<Option<Vec<u8>>>)> {
 // The proxy runs on the runtime's other worker while the test blocks on the child process.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_plan_lists_byte_for_byte_the_statements_the_run_then_sends() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     client.batch_execute("CREATE SCHEMA sales").await.unwrap();
     // An outbox an older Brighter left at V5 with no history: the run adopts it (Bootstrap).
     support::migrate::outbox_at(&client, "public.legacy_outbox", 5, 3).await;

@@ -149,6 +149,13 @@ pub async fn fresh_db() -> TestDb {
     TestDb { name, url }
 }
 
+/// A new, empty database for one test and a plain connection to it.
+pub async fn fresh_db_and_client() -> (TestDb, Client) {
+    let db = fresh_db().await;
+    let client = db.connect().await;
+    (db, client)
+}
+
 impl TestDb {
     /// A new plain connection to this database.
     pub async fn connect(&self) -> Client {

@@ -26,5 +26,5 @@ pub mod wire;
 
 pub use db::{
     Sql, TestDb, advisory_locks, connect, connect_config, database_url, fresh_db,
-    operator_sessions, prepared_statements, url_with_dbname,
+    fresh_db_and_client, operator_sessions, prepared_statements, url_with_dbname,
 };
