@@ -7,7 +7,7 @@
 //! that arrives while every worker is busy acted on when one frees.
 
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::PostParams;
 use serde_json::json;
 
 use crate::support;
@@ -20,10 +20,6 @@ use boxtable_operator::crd::{
 };
 
 const LABEL: &str = "brighter.dev/connection";
-
-fn secrets(h: &Harness) -> Api<Secret> {
-    Api::namespaced(h.client.clone(), &h.namespace)
-}
 
 /// The requests the controller has made on the Secrets collection so far, in order.
 fn requests_on_secrets(h: &Harness) -> Vec<Seen> {
@@ -43,7 +39,7 @@ async fn create_secret(h: &Harness, name: &str, value: &str, labels: serde_json:
         "stringData": {"connectionString": value},
     }))
     .unwrap();
-    secrets(h)
+    h.secrets()
         .create(&PostParams::default(), &secret)
         .await
         .unwrap();
@@ -51,14 +47,8 @@ async fn create_secret(h: &Harness, name: &str, value: &str, labels: serde_json:
 
 /// Replaces the connection string in the test Secret.
 async fn rotate(h: &Harness, value: &str) {
-    secrets(h)
-        .patch(
-            SECRET,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"stringData": {"connectionString": value}})),
-        )
-        .await
-        .unwrap();
+    h.patch_secret(SECRET, json!({"stringData": {"connectionString": value}}))
+        .await;
 }
 
 /// The test database's URL with a wrong password.
@@ -298,14 +288,8 @@ async fn with_a_label_selector_an_unlabelled_secret_is_refused_until_it_is_label
     );
 
     // Labelling it brings it into the watch, which starts the pass (no resync comes).
-    secrets(&h)
-        .patch(
-            SECRET,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"labels": {LABEL: "true"}}})),
-        )
-        .await
-        .unwrap();
+    h.patch_secret(SECRET, json!({"metadata": {"labels": {LABEL: "true"}}}))
+        .await;
     h.wait_ready("orders").await;
     assert!(h.table_exists("public.outbox").await);
 }
@@ -491,7 +475,7 @@ async fn a_boxtable_reaches_a_server_that_admits_it_by_client_certificate_and_ch
 
 /// The finalizers of Secret `name` (as the admin reads it), empty once it is gone.
 async fn secret_finalizers(h: &Harness, name: &str) -> Vec<String> {
-    secrets(h)
+    h.secrets()
         .get_opt(name)
         .await
         .unwrap()
@@ -560,14 +544,8 @@ async fn no_secret_is_fetched_with_get_and_an_unselected_secrets_data_never_reac
         "{}00000000-0000-4000-8000-000000000029",
         boxtable_operator::crd::SECRET_FINALIZER_PREFIX
     );
-    secrets(&h)
-        .patch(
-            SECRET,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"finalizers": [orphan]}})),
-        )
-        .await
-        .unwrap();
+    h.patch_secret(SECRET, json!({"metadata": {"finalizers": [orphan]}}))
+        .await;
     wait_until("the orphaned finalizer to be taken off", || async {
         !secret_finalizers(&h, SECRET).await.contains(&orphan)
     })

@@ -619,17 +619,23 @@ impl Harness {
     /// Deletes the Secret `name` for good: its finalizers (the operator keeps one for each Drop
     /// BoxTable that needs it) are removed first, as someone forcing the deletion would.
     pub async fn delete_secret(&self, name: &str) {
-        let secrets = Api::<Secret>::namespaced(self.client.clone(), &self.namespace);
-        secrets
-            .patch(
-                name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-            )
+        self.patch_secret(name, json!({"metadata": {"finalizers": null}}))
+            .await;
+        self.secrets()
+            .delete(name, &DeleteParams::default())
             .await
             .unwrap();
-        secrets
-            .delete(name, &DeleteParams::default())
+    }
+
+    /// The Secrets in the test's namespace, as the admin sees them.
+    pub fn secrets(&self) -> Api<Secret> {
+        Api::namespaced(self.client.clone(), &self.namespace)
+    }
+
+    /// Merge-patches the Secret `name` with `patch`, as the admin.
+    pub async fn patch_secret(&self, name: &str, patch: Value) {
+        self.secrets()
+            .patch(name, &PatchParams::default(), &Patch::Merge(patch))
             .await
             .unwrap();
     }
