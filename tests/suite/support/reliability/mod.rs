@@ -174,18 +174,12 @@ pub async fn wait_until_backend_gone(client: &Client, pid: i32) {
 
 /// Waits until the migrate session is blocked in the DDL hook.
 pub async fn wait_until_paused(client: &Client, app: &str) {
-    wait_until_within(
+    wait_for_backends(
         "the migrate session waits in the DDL hook",
-        WAIT,
-        || async {
-            backends(
-                client,
-                app,
-                "wait_event_type = 'Lock' AND wait_event = 'advisory'",
-            )
-            .await
-                == 1
-        },
+        client,
+        app,
+        "wait_event_type = 'Lock' AND wait_event = 'advisory'",
+        1,
     )
     .await;
 }
@@ -194,29 +188,34 @@ pub async fn wait_until_paused(client: &Client, app: &str) {
 /// statement either the try itself or the "has the holder finished the work?" catalog check that
 /// follows each failed try.
 pub async fn wait_until_polling(client: &Client, app: &str) {
-    wait_until_within(
+    wait_for_backends(
         "the migrate session polls pg_try_advisory_lock",
-        WAIT,
-        || async {
-            backends(
-                client,
-                app,
-                "state = 'idle' AND (query LIKE '%pg_try_advisory_lock%' OR query LIKE '%format_type%')",
-            )
-            .await
-                == 1
-        },
+        client,
+        app,
+        "state = 'idle' AND (query LIKE '%pg_try_advisory_lock%' OR query LIKE '%format_type%')",
+        1,
     )
     .await;
 }
 
 /// Waits until no session of `app` is left in this database.
 pub async fn wait_until_gone(client: &Client, app: &str) {
-    wait_until_within(
+    wait_for_backends(
         "the migrate session is gone from pg_stat_activity",
-        WAIT,
-        || async { backends(client, app, "true").await == 0 },
+        client,
+        app,
+        "true",
+        0,
     )
+    .await;
+}
+
+/// Waits (up to [`WAIT`], failing with `what`) until exactly `count` sessions of `app` meet
+/// `condition` ([`backends`]).
+async fn wait_for_backends(what: &str, client: &Client, app: &str, condition: &str, count: i64) {
+    wait_until_within(what, WAIT, || async {
+        backends(client, app, condition).await == count
+    })
     .await;
 }
 
