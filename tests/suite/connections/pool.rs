@@ -42,25 +42,20 @@ impl PoolEvents for Counts {
     fn sizes(&self, _: usize, _: usize) {}
 }
 
+/// How many times `why` was counted in `counts`.
+fn count_of(counts: &Mutex<HashMap<&'static str, u64>>, why: &str) -> u64 {
+    counts.lock().unwrap().get(why).copied().unwrap_or(0)
+}
+
 impl Counts {
     fn opened(&self, why: Opened) -> u64 {
-        self.opened
-            .lock()
-            .unwrap()
-            .get(why.as_str())
-            .copied()
-            .unwrap_or(0)
+        count_of(&self.opened, why.as_str())
     }
     fn opened_total(&self) -> u64 {
         self.opened.lock().unwrap().values().sum()
     }
     fn closed(&self, why: Closed) -> u64 {
-        self.closed
-            .lock()
-            .unwrap()
-            .get(why.as_str())
-            .copied()
-            .unwrap_or(0)
+        count_of(&self.closed, why.as_str())
     }
 }
 
@@ -374,22 +369,13 @@ async fn role_with_password(db: &support::TestDb, client: &Client, password: &st
     role
 }
 
-fn url_as(db: &support::TestDb, role: &str, password: &str) -> String {
-    let config = db.config();
-    let (host, port) = match (config.get_hosts().first(), config.get_ports().first()) {
-        (Some(tokio_postgres::config::Host::Tcp(h)), Some(p)) => (h.clone(), *p),
-        _ => panic!("DATABASE_URL must name a TCP host"),
-    };
-    format!("postgres://{role}:{password}@{host}:{port}/{}", db.name)
-}
-
 #[tokio::test]
 async fn a_changed_connection_string_from_the_same_source_closes_the_old_sessions_at_once() {
     let db = support::fresh_db().await;
     let observer = db.connect().await;
     let role = role_with_password(&db, &observer, "first-password").await;
     let (pool, counts) = pool(2);
-    let old_url = url_as(&db, &role, "first-password");
+    let old_url = db.url_as(&role, "first-password");
     migrate(&pool, &old_url, &outbox("outbox_a").build())
         .await
         .unwrap();
@@ -401,7 +387,7 @@ async fn a_changed_connection_string_from_the_same_source_closes_the_old_session
         .batch_execute(&format!("ALTER ROLE \"{role}\" PASSWORD 'second-password'"))
         .await
         .unwrap();
-    let new_url = url_as(&db, &role, "second-password");
+    let new_url = db.url_as(&role, "second-password");
     migrate(&pool, &new_url, &outbox("outbox_b").build())
         .await
         .unwrap();

@@ -121,13 +121,7 @@ async fn hostile_role(db: &support::TestDb, client: &tokio_postgres::Client) -> 
         ))
         .await
         .unwrap();
-    let mut config = db.config();
-    config.user(&role).password(password);
-    let (host, port) = match (config.get_hosts().first(), config.get_ports().first()) {
-        (Some(tokio_postgres::config::Host::Tcp(h)), Some(p)) => (h.clone(), *p),
-        _ => panic!("DATABASE_URL must name a TCP host"),
-    };
-    format!("postgres://{role}:{password}@{host}:{port}/{}", db.name)
+    db.url_as(&role, password)
 }
 
 #[tokio::test]

@@ -162,6 +162,16 @@ impl TestDb {
         connect(&self.url).await
     }
 
+    /// A `postgres://` URL for this database that logs in as `role` with `password`.
+    pub fn url_as(&self, role: &str, password: &str) -> String {
+        let config = self.config();
+        let (host, port) = match (config.get_hosts().first(), config.get_ports().first()) {
+            (Some(tokio_postgres::config::Host::Tcp(h)), Some(p)) => (h.clone(), *p),
+            _ => panic!("DATABASE_URL must name a TCP host"),
+        };
+        format!("postgres://{role}:{password}@{host}:{port}/{}", self.name)
+    }
+
     /// The driver config for this database.
     pub fn config(&self) -> Config {
         self.url.parse().expect("test database URL")
