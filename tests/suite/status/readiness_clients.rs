@@ -13,6 +13,7 @@ use boxtable_operator::crd::LockState;
 use serde_json::Value;
 
 use crate::support::controller::*;
+use crate::support::e2e::{root, yaml_files};
 
 /// The `tools/readiness` binary, or a failure that says how to get it.
 fn readiness_binary() -> PathBuf {
@@ -65,13 +66,7 @@ pub(crate) fn argocd(object: &Value) -> (String, String) {
 
 #[test]
 fn the_argocd_case_corpus_gets_its_expected_health_in_gopher_lua() {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/argocd");
-    let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
-        .collect();
-    paths.sort();
+    let paths = yaml_files(&root().join("tests/data/argocd"));
     assert!(paths.len() >= 5, "{paths:?}");
     let mut failures = Vec::new();
     for path in paths {

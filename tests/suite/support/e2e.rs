@@ -44,6 +44,17 @@ pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// The `.yaml` files in `dir`, sorted by name.
+pub fn yaml_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+        .collect();
+    files.sort();
+    files
+}
+
 /// The real control plane (with `deploy/` installed), an admin kubeconfig for kubectl, a token
 /// of the operator's ServiceAccount for the operator, and a fresh database.
 pub struct Cluster {
