@@ -107,6 +107,17 @@ impl Cluster {
             .unwrap();
     }
 
+    /// Waits until the BoxTable `name` is Ready, failing with `what`.
+    async fn wait_ready(&self, name: &str, what: &str) {
+        wait_until(what, || async {
+            self.boxtables()
+                .get(name)
+                .await
+                .is_ok_and(|bt| is_ready(&bt))
+        })
+        .await;
+    }
+
     fn boxtables(&self) -> Api<BoxTable> {
         Api::namespaced(self.client.clone(), &self.namespace)
     }
@@ -314,14 +325,7 @@ async fn a_standby_is_ready_and_takes_over_at_once_when_the_leader_shuts_down() 
     assert_eq!(first.leader_gauge(), 1.0, "the leader's boxtable_leader");
     assert_eq!(second.leader_gauge(), 0.0, "a standby's boxtable_leader");
     cluster.create(boxtable("orders")).await;
-    wait_until("orders is Ready", || async {
-        cluster
-            .boxtables()
-            .get("orders")
-            .await
-            .is_ok_and(|bt| is_ready(&bt))
-    })
-    .await;
+    cluster.wait_ready("orders", "orders is Ready").await;
 
     first.shutdown.cancel();
     (&mut first.task).await.unwrap().unwrap();
@@ -343,14 +347,9 @@ async fn a_standby_is_ready_and_takes_over_at_once_when_the_leader_shuts_down() 
     cluster
         .create(boxtable("billing").table("billing_outbox"))
         .await;
-    wait_until("billing is Ready under the new leader", || async {
-        cluster
-            .boxtables()
-            .get("billing")
-            .await
-            .is_ok_and(|bt| is_ready(&bt))
-    })
-    .await;
+    cluster
+        .wait_ready("billing", "billing is Ready under the new leader")
+        .await;
     wait_until("the new leader is ready", || async {
         second.readiness.is_ready()
     })
