@@ -19,6 +19,7 @@ use serde_json::{Value as Json, json};
 
 use crate::support::control_plane::{ControlPlane, control_plane, kubectl_for_kustomize};
 use crate::support::helm::helm_binary;
+use crate::support::json::{self, Difference};
 use crate::support::process::{run_ok, stdout_of_success};
 use crate::support::wait::wait_until_blocking;
 
@@ -245,27 +246,12 @@ fn without_helm_labels(mut object: Json, release: &str) -> Json {
 
 /// Every difference between two objects, as `<path>: <what>`. Numbers compare by value.
 fn differences(path: &str, deploy: &Json, chart: &Json, out: &mut Vec<String>) {
-    match (deploy, chart) {
-        (Json::Object(a), Json::Object(b)) => {
-            for (key, value) in a {
-                let here = format!("{path}.{key}");
-                match b.get(key) {
-                    Some(other) => differences(&here, value, other, out),
-                    None => out.push(format!("{here}: only in deploy/")),
-                }
-            }
-            for key in b.keys().filter(|key| !a.contains_key(*key)) {
-                out.push(format!("{path}.{key}: only in the chart"));
-            }
-        }
-        (Json::Array(a), Json::Array(b)) if a.len() == b.len() => {
-            for (index, (x, y)) in a.iter().zip(b).enumerate() {
-                differences(&format!("{path}[{index}]"), x, y, out);
-            }
-        }
-        (Json::Number(a), Json::Number(b)) if a.as_f64() == b.as_f64() => {}
-        (a, b) if a == b => {}
-        (a, b) => out.push(format!("{path}: {a} in deploy/, {b} in the chart")),
+    for (here, difference) in json::differences(path, deploy, chart) {
+        out.push(match difference {
+            Difference::OnlyInFirst => format!("{here}: only in deploy/"),
+            Difference::OnlyInSecond => format!("{here}: only in the chart"),
+            Difference::Changed(a, b) => format!("{here}: {a} in deploy/, {b} in the chart"),
+        });
     }
 }
 

@@ -4,7 +4,7 @@
 //! ([`controller`]), the operator binary end to end ([`e2e`]), private PostgreSQL clusters and
 //! poolers for the reliability scenarios ([`reliability`]), a scripted PostgreSQL wire server
 //! ([`wire`]), the monitoring files ([`monitoring`]), the programs the tests run and what they
-//! printed ([`process`]) and the real node the operator's image runs
+//! printed ([`process`]), JSON documents compared field by field ([`json`]) and the real node the operator's image runs
 //! on as Pods ([`node`]).
 
 pub mod black_hole;
@@ -15,6 +15,7 @@ pub mod db;
 pub mod e2e;
 pub mod fault_proxy;
 pub mod helm;
+pub mod json;
 pub mod migrate;
 pub mod monitoring;
 pub mod node;
