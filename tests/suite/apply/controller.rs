@@ -77,9 +77,8 @@ async fn a_migration_stuck_behind_a_table_lock_shows_acquired_and_migrating_unti
     // An application transaction reads the table: the upgrade's ALTER TABLE waits behind it
     // while the operator holds Brighter's lock.
     let app = h.sql().await;
-    app.batch_execute("BEGIN; LOCK TABLE public.outbox IN ACCESS SHARE MODE")
-        .await
-        .unwrap();
+    app.batch("BEGIN; LOCK TABLE public.outbox IN ACCESS SHARE MODE")
+        .await;
     h.patch_spec("orders", json!({"targetVersion": 8})).await;
     let bt = h
         .wait_for("orders", "lock Acquired, reason Migrating", |bt| {
@@ -102,7 +101,7 @@ async fn a_migration_stuck_behind_a_table_lock_shows_acquired_and_migrating_unti
     assert_eq!(status.applied_version, Some(5), "nothing is committed yet");
     assert_eq!(h.history_versions("public", "outbox").await, vec![5]);
 
-    app.batch_execute("COMMIT").await.unwrap();
+    app.batch("COMMIT").await;
     let bt = h
         .wait_for("orders", "version 8", |bt| {
             is_ready(bt) && bt.status.as_ref().unwrap().applied_version == Some(8)
@@ -482,11 +481,7 @@ async fn a_stalled_boxtable_says_when_it_retries_and_retries_at_once_when_a_reco
         "{reconciling:?}"
     );
 
-    h.sql()
-        .await
-        .batch_execute("CREATE SCHEMA billing")
-        .await
-        .unwrap();
+    h.sql().await.batch("CREATE SCHEMA billing").await;
     h.annotate("orders", REQUESTED, "2026-12-01T12:00:00Z")
         .await;
 

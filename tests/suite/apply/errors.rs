@@ -8,6 +8,7 @@ use boxtable_operator::report::chain;
 use tokio_postgres::Client;
 
 use crate::support;
+use crate::support::Sql;
 use crate::support::advisory_locks;
 use crate::support::migrate::*;
 
@@ -28,9 +29,8 @@ async fn a_history_version_no_brighter_writes_is_refused_naming_it() {
 async fn a_table_without_headerbag_is_not_a_brighter_outbox() {
     let (db, client) = support::fresh_db_and_client().await;
     client
-        .batch_execute("CREATE TABLE public.outbox (id int, body text)")
-        .await
-        .unwrap();
+        .batch("CREATE TABLE public.outbox (id int, body text)")
+        .await;
 
     let err = fails_without_change(&db, &outbox("Outbox").build()).await;
 
@@ -45,9 +45,8 @@ async fn a_table_without_headerbag_is_not_a_brighter_outbox() {
 async fn a_table_missing_v1_columns_matches_no_known_version() {
     let (db, client) = support::fresh_db_and_client().await;
     client
-        .batch_execute("CREATE TABLE public.inbox (commandbody text, commandid text)")
-        .await
-        .unwrap();
+        .batch("CREATE TABLE public.inbox (commandbody text, commandid text)")
+        .await;
 
     let err = fails_without_change(&db, &inbox("Inbox").build()).await;
 
@@ -118,10 +117,7 @@ async fn a_missing_schema_is_reported_and_not_created() {
 async fn a_table_dropped_while_its_history_remains_says_how_to_fix_it() {
     let (db, client) = support::fresh_db_and_client().await;
     run(&db, &outbox("Outbox").build()).await.unwrap();
-    client
-        .batch_execute("DROP TABLE public.outbox")
-        .await
-        .unwrap();
+    client.batch("DROP TABLE public.outbox").await;
 
     let err = fails_without_change(&db, &outbox("Outbox").build()).await;
 
@@ -169,7 +165,7 @@ const BLOCK_CREATE_INDEX: &str = "
 async fn a_step_failing_midway_rolls_back_everything_including_the_history_table() {
     let (db, client) = support::fresh_db_and_client().await;
     outbox_at(&client, "public.outbox", 2, 2).await;
-    client.batch_execute(BLOCK_CREATE_INDEX).await.unwrap();
+    client.batch(BLOCK_CREATE_INDEX).await;
 
     let err = fails_without_change(&db, &outbox("Outbox").build()).await;
 
@@ -199,10 +195,7 @@ async fn a_step_failing_midway_rolls_back_everything_including_the_history_table
         "V3 rolled back: {names:?}"
     );
 
-    client
-        .batch_execute("DROP EVENT TRIGGER block_create_index")
-        .await
-        .unwrap();
+    client.batch("DROP EVENT TRIGGER block_create_index").await;
     let outcome = run(&db, &outbox("Outbox").build()).await.unwrap();
     assert_eq!((outcome.from_version, outcome.to_version), (2, 8));
 }
@@ -240,7 +233,7 @@ async fn a_ddl_lock_timeout_makes_a_step_on_a_busy_table_fail_quickly() {
         ),
         "{err}"
     );
-    busy.batch_execute("ROLLBACK").await.unwrap();
+    busy.batch("ROLLBACK").await;
     assert_eq!(advisory_locks(&client).await, 0);
     assert!(!history_exists(&client, "public").await);
 }
@@ -254,7 +247,7 @@ async fn a_statement_timeout_fails_the_step_and_rolls_back() {
 
     assert_eq!(err.reason(), Reason::MigrationFailed);
     assert!(chain(&err).contains("57014"), "{}", chain(&err));
-    busy.batch_execute("ROLLBACK").await.unwrap();
+    busy.batch("ROLLBACK").await;
     assert!(!history_exists(&client, "public").await);
 }
 
@@ -265,15 +258,14 @@ async fn a_history_row_failing_after_its_ddl_in_the_same_batch_rolls_back_the_ta
     // The history table exists with Brighter's shape, and refuses every row: the fresh table's
     // DDL succeeds, then the last statement of the same batch fails.
     client
-        .batch_execute(&format!(
+        .batch(&format!(
             "{}; CREATE FUNCTION refuse_history() RETURNS trigger LANGUAGE plpgsql AS \
              $$BEGIN RAISE EXCEPTION 'history row refused by the test'; END$$; \
              CREATE TRIGGER refuse_history BEFORE INSERT ON public.\"__BrighterMigrationHistory\" \
              FOR EACH ROW EXECUTE FUNCTION refuse_history()",
             boxtable_operator::migrate::history::HistoryTable::Public.create_sql()
         ))
-        .await
-        .unwrap();
+        .await;
 
     let err = fails_without_change(&db, &outbox("Outbox").build()).await;
 
@@ -286,9 +278,8 @@ async fn a_history_row_failing_after_its_ddl_in_the_same_batch_rolls_back_the_ta
     assert!(columns(&client, "public", "outbox").await.is_empty());
 
     client
-        .batch_execute("DROP TRIGGER refuse_history ON public.\"__BrighterMigrationHistory\"")
-        .await
-        .unwrap();
+        .batch("DROP TRIGGER refuse_history ON public.\"__BrighterMigrationHistory\"")
+        .await;
     let outcome = run(&db, &outbox("Outbox").build()).await.unwrap();
     assert_eq!(outcome.to_version, 8);
 }

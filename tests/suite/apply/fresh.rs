@@ -1,6 +1,7 @@
 //! Fresh installs: the latest shape, exactly one history row, and a second run that changes nothing.
 
 use crate::support;
+use crate::support::Sql;
 
 // Shared test helpers below are plain functions, which clippy.toml's in-test allowances do not cover.
 
@@ -60,10 +61,7 @@ fn expected_inbox(payload: &str) -> Vec<ColumnRow> {
 async fn db_with_schema(schema: &str) -> (support::TestDb, tokio_postgres::Client) {
     let (db, client) = support::fresh_db_and_client().await;
     if schema != "public" {
-        client
-            .batch_execute(&format!("CREATE SCHEMA \"{schema}\""))
-            .await
-            .unwrap();
+        client.batch(&format!("CREATE SCHEMA \"{schema}\"")).await;
     }
     (db, client)
 }
@@ -199,7 +197,7 @@ async fn fresh_json_inbox_has_a_json_commandbody() {
 #[tokio::test]
 async fn reserved_word_table_order_is_created_and_mixed_case_names_are_one_table() {
     let (db, client) = support::fresh_db_and_client().await;
-    client.batch_execute("CREATE SCHEMA sales").await.unwrap();
+    client.batch("CREATE SCHEMA sales").await;
 
     let first = run(&db, &outbox("Order").in_schema("Sales").build())
         .await

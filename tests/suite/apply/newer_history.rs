@@ -6,6 +6,7 @@ use boxtable_operator::migrate::RunPath;
 use boxtable_operator::report::chain;
 
 use crate::support;
+use crate::support::Sql;
 use crate::support::advisory_locks;
 use crate::support::migrate::*;
 
@@ -38,7 +39,7 @@ async fn a_v9_history_row_is_up_to_date_at_v9_and_changes_nothing() {
 #[tokio::test]
 async fn a_v9_history_row_is_up_to_date_under_the_lock_too() {
     let (db, client) = support::fresh_db_and_client().await;
-    client.batch_execute("CREATE SCHEMA sales").await.unwrap();
+    client.batch("CREATE SCHEMA sales").await;
     let plan = outbox("Outbox").in_schema("sales").per_schema().build();
     run(&db, &plan).await.unwrap();
     write_history(&client, "sales", "sales", "outbox", 9, V9).await;

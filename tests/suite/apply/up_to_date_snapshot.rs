@@ -32,17 +32,12 @@ const HISTORY: &str = "\"public\".\"__BrighterMigrationHistory\"";
 /// every reader, and returns the session ready for [`commit_table_at_v8`].
 async fn winner_blocking_history_reads(db: &support::TestDb, table: &str) -> Client {
     let winner = db.connect().await;
-    let key = LockIdentity::for_table(&QualifiedName::parse(None, table).unwrap()).key();
+    support::reliability::hold_brighter_lock(&winner, table).await;
     winner
-        .query_one("SELECT pg_advisory_lock($1)", &[&key])
-        .await
-        .unwrap();
-    winner
-        .batch_execute(&format!(
+        .batch(&format!(
             "BEGIN; LOCK TABLE {HISTORY} IN ACCESS EXCLUSIVE MODE"
         ))
-        .await
-        .unwrap();
+        .await;
     winner
 }
 
@@ -51,7 +46,7 @@ async fn winner_blocking_history_reads(db: &support::TestDb, table: &str) -> Cli
 async fn commit_table_at_v8(winner: &Client, table: &str) {
     let name = QualifiedName::parse(None, table).unwrap();
     for sql in fresh_statements(BoxKind::Outbox, Payload::Text, &name, 8) {
-        winner.batch_execute(&sql).await.unwrap();
+        winner.batch(&sql).await;
     }
     winner
         .execute(
@@ -63,7 +58,7 @@ async fn commit_table_at_v8(winner: &Client, table: &str) {
         )
         .await
         .unwrap();
-    winner.batch_execute("COMMIT").await.unwrap();
+    winner.batch("COMMIT").await;
     let key = LockIdentity::for_table(&name).key();
     winner
         .query_one("SELECT pg_advisory_unlock($1)", &[&key])

@@ -105,16 +105,14 @@ async fn a_2019_outbox_with_a_uuid_messageid_detects_as_v2() {
 async fn an_inbox_at_v1_is_stamped_then_gets_causationid_and_keeps_its_rows() {
     let (db, client) = support::fresh_db_and_client().await;
     client
-        .batch_execute(&INBOX_V1_HISTORICAL.replace("{t}", "public.inbox"))
-        .await
-        .unwrap();
+        .batch(&INBOX_V1_HISTORICAL.replace("{t}", "public.inbox"))
+        .await;
     client
-        .batch_execute(
+        .batch(
             "INSERT INTO public.inbox (CommandId, CommandType, CommandBody, ContextKey) \
              VALUES (gen_random_uuid(), 'Greet', '{}', 'ctx')",
         )
-        .await
-        .unwrap();
+        .await;
 
     let outcome = run(&db, &inbox("Inbox").build()).await.unwrap();
 
@@ -198,7 +196,7 @@ const BRIGHTER_FRESH_OUTBOX: &str = "CREATE TABLE IF NOT EXISTS outbox (
 #[tokio::test]
 async fn a_database_brighter_provisioned_is_up_to_date_and_left_unchanged() {
     let (db, client) = support::fresh_db_and_client().await;
-    client.batch_execute(BRIGHTER_FRESH_OUTBOX).await.unwrap();
+    client.batch(BRIGHTER_FRESH_OUTBOX).await;
     write_history(
         &client,
         "public",

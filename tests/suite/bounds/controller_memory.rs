@@ -4,7 +4,7 @@
 //! drop finished, one deleted while its passes failed, and a Secret deleted while a BoxTable
 //! still names it.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use boxtable_operator::telemetry::CacheEntries;
 
@@ -20,18 +20,13 @@ async fn wait_entries(
     within: Duration,
     expected: impl Fn(CacheEntries) -> bool,
 ) -> CacheEntries {
-    let started = Instant::now();
-    loop {
-        let entries = h.cache_entries();
-        if expected(entries) {
-            return entries;
-        }
-        assert!(
-            started.elapsed() < within,
-            "gave up waiting for {what} after {within:?}; entries now {entries:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_for_value(
+        what,
+        within,
+        || async { h.cache_entries() },
+        |entries| expected(*entries),
+    )
+    .await
 }
 
 #[tokio::test]

@@ -54,11 +54,7 @@ spec:\n  box: Outbox\n  database:\n    secretRef:\n      name: shop-db\n";
 #[tokio::test]
 async fn the_examples_are_provisioned_and_every_status_is_printed_ready() {
     let db = support::fresh_db().await;
-    db.connect()
-        .await
-        .batch_execute("CREATE SCHEMA billing")
-        .await
-        .unwrap();
+    db.connect().await.batch("CREATE SCHEMA billing").await;
 
     let out = migrate(&["-f", "examples/", "--concurrency", "2"], Some(&db.url))
         .output()
@@ -235,7 +231,7 @@ async fn many_tables_share_at_most_concurrency_sessions() {
     // A trigger records the backend that wrote each history row, so the sessions that migrated
     // can be counted on every supported PostgreSQL (pg_stat_database.sessions only exists from 14).
     client
-        .batch_execute(&format!(
+        .batch(&format!(
             "{};
              CREATE TABLE public.writers (pid int NOT NULL);
              CREATE FUNCTION public.note_writer() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -244,8 +240,7 @@ async fn many_tables_share_at_most_concurrency_sessions() {
                FOR EACH ROW EXECUTE FUNCTION public.note_writer();",
             support::migrate::create_history_table("public")
         ))
-        .await
-        .unwrap();
+        .await;
 
     let out = migrate(&["-f", &file, "--concurrency", "2"], Some(&db.url))
         .output()
@@ -280,9 +275,8 @@ async fn a_run_prints_the_drifted_condition_the_controller_writes_and_the_plan_r
     // An extra NOT NULL column without a default: every insert Brighter makes fails.
     db.connect()
         .await
-        .batch_execute("ALTER TABLE public.outbox ADD COLUMN shard int NOT NULL")
-        .await
-        .unwrap();
+        .batch("ALTER TABLE public.outbox ADD COLUMN shard int NOT NULL")
+        .await;
 
     let out = migrate(&["-f", &file], Some(&db.url)).output().unwrap();
     let (stdout, stderr) = text(&out);
@@ -451,9 +445,8 @@ async fn a_table_locked_by_a_long_transaction_fails_the_migration_after_the_defa
     support::migrate::outbox_at(&client, "public.outbox", 6, 1).await;
     let holder = db.connect().await;
     holder
-        .batch_execute("BEGIN; LOCK TABLE public.outbox IN ACCESS EXCLUSIVE MODE")
-        .await
-        .unwrap();
+        .batch("BEGIN; LOCK TABLE public.outbox IN ACCESS EXCLUSIVE MODE")
+        .await;
     let dir = tempfile::tempdir().unwrap();
     let file = write(dir.path(), "outbox.yaml", OUTBOX);
 
@@ -479,7 +472,7 @@ async fn a_table_locked_by_a_long_transaction_fails_the_migration_after_the_defa
         "{message}"
     );
     assert!(took >= std::time::Duration::from_secs(10), "{took:?}");
-    holder.batch_execute("ROLLBACK").await.unwrap();
+    holder.batch("ROLLBACK").await;
     assert_eq!(support::advisory_locks(&client).await, 0);
 }
 

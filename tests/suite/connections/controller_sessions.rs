@@ -11,6 +11,7 @@ use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
 use crate::support;
+use crate::support::Sql;
 use crate::support::controller::*;
 
 /// The sum of a metric's series whose line starts with `series`.
@@ -83,14 +84,13 @@ async fn role(h: &Harness, password: &str) -> String {
     let role = format!("ctl_{}", h.db.name);
     h.sql()
         .await
-        .batch_execute(&format!(
+        .batch(&format!(
             "CREATE ROLE \"{role}\" LOGIN PASSWORD '{password}'; \
              GRANT ALL ON DATABASE \"{}\" TO \"{role}\"; \
              GRANT ALL ON SCHEMA public TO \"{role}\";",
             h.db.name
         ))
-        .await
-        .unwrap();
+        .await;
     role
 }
 
@@ -117,9 +117,8 @@ async fn a_rotated_secret_starts_new_sessions_and_ends_the_old_backends() {
     // log in with the new one.
     h.sql()
         .await
-        .batch_execute(&format!("ALTER ROLE \"{role}\" PASSWORD 'second-password'"))
-        .await
-        .unwrap();
+        .batch(&format!("ALTER ROLE \"{role}\" PASSWORD 'second-password'"))
+        .await;
     Api::<Secret>::namespaced(h.client.clone(), &h.namespace)
         .patch(
             SECRET,

@@ -358,14 +358,13 @@ async fn a_pass_waiting_for_a_free_session_returns_when_cancelled() {
 async fn role_with_password(db: &support::TestDb, client: &Client, password: &str) -> String {
     let role = format!("pool_{}", db.name);
     client
-        .batch_execute(&format!(
+        .batch(&format!(
             "CREATE ROLE \"{role}\" LOGIN PASSWORD '{password}'; \
              GRANT ALL ON DATABASE \"{}\" TO \"{role}\"; \
              GRANT ALL ON SCHEMA public TO \"{role}\";",
             db.name
         ))
-        .await
-        .unwrap();
+        .await;
     role
 }
 
@@ -384,9 +383,8 @@ async fn a_changed_connection_string_from_the_same_source_closes_the_old_session
 
     // The password is rotated: the old session would still work, but the Secret says otherwise.
     observer
-        .batch_execute(&format!("ALTER ROLE \"{role}\" PASSWORD 'second-password'"))
-        .await
-        .unwrap();
+        .batch(&format!("ALTER ROLE \"{role}\" PASSWORD 'second-password'"))
+        .await;
     let new_url = db.url_as(&role, "second-password");
     migrate(&pool, &new_url, &outbox("outbox_b").build())
         .await

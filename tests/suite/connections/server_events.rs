@@ -41,7 +41,7 @@ async fn a_restart_while_waiting_for_the_lock_is_a_clear_connection_failure_and_
     let primary = tokio::task::spawn_blocking(Cluster::primary).await.unwrap();
     let url = primary.url("postgres");
     let client = support::connect(&url).await;
-    client.batch_execute(V1_OUTBOX).await.unwrap();
+    client.batch(V1_OUTBOX).await;
     let holder = support::connect(&url).await;
     hold_brighter_lock(&holder, "outbox").await;
     let dir = tempfile::tempdir().unwrap();
@@ -74,7 +74,7 @@ async fn a_restart_while_a_step_runs_loses_the_session_commits_nothing_and_the_r
     let primary = tokio::task::spawn_blocking(Cluster::primary).await.unwrap();
     let url = primary.url("postgres");
     let client = support::connect(&url).await;
-    client.batch_execute(V1_OUTBOX).await.unwrap();
+    client.batch(V1_OUTBOX).await;
     install_ddl_hook(&client).await;
     set_db_setting(&client, "postgres", "pause_at", Some(4)).await;
     let control = support::connect(&url).await;
@@ -152,14 +152,13 @@ async fn a_streaming_hot_standby_is_refused_as_read_only_before_any_lock_is_take
 async fn a_database_that_defaults_to_read_only_transactions_is_refused_and_left_unchanged() {
     let db = support::fresh_db().await;
     let admin = db.connect().await;
-    admin.batch_execute(V1_OUTBOX).await.unwrap();
+    admin.batch(V1_OUTBOX).await;
     admin
-        .batch_execute(&format!(
+        .batch(&format!(
             "ALTER DATABASE \"{}\" SET default_transaction_read_only = on",
             db.name
         ))
-        .await
-        .unwrap();
+        .await;
     let dir = tempfile::tempdir().unwrap();
     let manifest = write_outbox_manifest(dir.path(), "outbox", "");
 

@@ -18,15 +18,12 @@ const CONFIRM: &str = "brighter.dev/confirm-drop";
 
 async fn insert_messages(h: &Harness, table: &str, undispatched: u32, dispatched: u32) {
     h.sql()
-        .await
-        .batch_execute(&format!(
+        .await.batch(&format!(
             "INSERT INTO {table} (messageid, topic, body, dispatched) \
              SELECT gen_random_uuid()::text, 't', 'b', NULL FROM generate_series(1, {undispatched}); \
              INSERT INTO {table} (messageid, topic, body, dispatched) \
              SELECT gen_random_uuid()::text, 't', 'b', now() FROM generate_series(1, {dispatched})"
-        ))
-        .await
-        .unwrap();
+        )).await;
 }
 
 async fn rows(h: &Harness, table: &str) -> i64 {
@@ -75,18 +72,13 @@ async fn wait_for_event(
     what: &str,
     matches: impl Fn(&str, &str, &str) -> bool,
 ) -> Vec<(String, String, String)> {
-    let started = std::time::Instant::now();
-    loop {
-        let events = event_reasons(h, name).await;
-        if events.iter().any(|(r, t, n)| matches(r, t, n)) {
-            return events;
-        }
-        assert!(
-            started.elapsed() < DEADLINE,
-            "gave up waiting for an event: {what}: {events:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_for_value(
+        &format!("an event: {what}"),
+        DEADLINE,
+        || event_reasons(h, name),
+        |events| events.iter().any(|(r, t, n)| matches(r, t, n)),
+    )
+    .await
 }
 
 #[tokio::test]
@@ -205,12 +197,11 @@ async fn an_adopted_table_holding_messages_is_dropped_only_after_consent_naming_
     let client = h.sql().await;
     support::migrate::outbox_at(&client, "public.legacy_outbox", 2, 0).await;
     client
-        .batch_execute(
+        .batch(
             "INSERT INTO public.legacy_outbox (MessageId, Topic, Body) \
              SELECT gen_random_uuid(), 't', 'b' FROM generate_series(1, 1000)",
         )
-        .await
-        .unwrap();
+        .await;
     h.apply_ready(boxtable("legacy").table("legacy_outbox").drop_policy())
         .await;
 

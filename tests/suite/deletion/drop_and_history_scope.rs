@@ -6,6 +6,7 @@ use boxtable_operator::reason::Reason;
 use tokio_postgres::Client;
 
 use crate::support;
+use crate::support::Sql;
 use crate::support::advisory_locks;
 use crate::support::migrate::*;
 
@@ -17,7 +18,7 @@ fn sales_per_schema_outbox() -> Plan {
 /// Creates schema `sales` with an outbox at version `n` holding `rows` rows, recorded in
 /// `public`'s history as a bootstrap would have recorded it.
 async fn sales_outbox_recorded_in_public(client: &Client, n: u32, rows: i32) {
-    client.batch_execute("CREATE SCHEMA sales").await.unwrap();
+    client.batch("CREATE SCHEMA sales").await;
     outbox_at(client, "sales.outbox", n, rows).await;
     write_history(
         client,
@@ -46,7 +47,7 @@ async fn record_another_sales_table_in_public(client: &Client) {
 #[tokio::test]
 async fn per_schema_history_lives_in_the_box_schema_and_public_gets_nothing() {
     let (db, client) = support::fresh_db_and_client().await;
-    client.batch_execute("CREATE SCHEMA sales").await.unwrap();
+    client.batch("CREATE SCHEMA sales").await;
 
     let outcome = run(&db, &sales_per_schema_outbox()).await.unwrap();
 
@@ -62,12 +63,7 @@ async fn per_schema_history_lives_in_the_box_schema_and_public_gets_nothing() {
 async fn per_schema_history_is_seeded_from_public_keeping_description_and_applied_at() {
     let (db, client) = support::fresh_db_and_client().await;
     sales_outbox_recorded_in_public(&client, 6, 1).await;
-    client
-        .batch_execute(
-            "UPDATE public.\"__BrighterMigrationHistory\" SET \"AppliedAt\" = '2024-01-02 03:04:05+00'",
-        )
-        .await
-        .unwrap();
+    client.batch("UPDATE public.\"__BrighterMigrationHistory\" SET \"AppliedAt\" = '2024-01-02 03:04:05+00'").await;
     record_another_sales_table_in_public(&client).await;
     let public_before = history(&client, "public").await;
 
@@ -163,13 +159,8 @@ async fn drop_removes_the_table_and_only_its_own_history_rows_and_a_second_drop_
 #[tokio::test]
 async fn drop_refuses_a_table_it_owns_that_is_not_a_brighter_table() {
     let (db, client) = support::fresh_db_and_client().await;
-    client
-        .batch_execute(
-            "CREATE TABLE public.outbox (id int); \
-             COMMENT ON TABLE public.outbox IS 'brighter.dev/owner: uid=orders boxtable=shop/orders origin=created'",
-        )
-        .await
-        .unwrap();
+    client.batch("CREATE TABLE public.outbox (id int); \
+             COMMENT ON TABLE public.outbox IS 'brighter.dev/owner: uid=orders boxtable=shop/orders origin=created'").await;
 
     let err = drop_as_owner(&db, &outbox("Outbox").owned_by("orders").build(), true)
         .await

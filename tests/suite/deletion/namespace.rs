@@ -242,11 +242,8 @@ async fn a_drop_finished_by_hand_leaves_no_finalizer_on_the_secret_and_its_names
     // A row makes the drop wait for consent, so its deletion stays stuck until someone acts.
     connect(&cluster.db.url)
         .await
-        .batch_execute(
-            "INSERT INTO public.stuck_outbox (messageid, topic, body) VALUES ('m-1', 't', 'b')",
-        )
-        .await
-        .unwrap();
+        .batch("INSERT INTO public.stuck_outbox (messageid, topic, body) VALUES ('m-1', 't', 'b')")
+        .await;
     cluster
         .kubectl_ok(&["-n", ns, "delete", "boxtable", "stuck", "--wait=false"])
         .await;

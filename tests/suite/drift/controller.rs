@@ -56,9 +56,8 @@ async fn a_dropped_replay_index_is_reported_as_drift_once_and_cleared_when_it_is
 
     h.sql()
         .await
-        .batch_execute("DROP INDEX public.idx_outbox_causationid")
-        .await
-        .unwrap();
+        .batch("DROP INDEX public.idx_outbox_causationid")
+        .await;
     let bt = h
         .wait_for("orders", "Drifted=True on a resync", |bt| {
             drifted(bt).is_some_and(|(s, _, _)| s == "True")
@@ -108,9 +107,8 @@ async fn a_dropped_replay_index_is_reported_as_drift_once_and_cleared_when_it_is
 
     h.sql()
         .await
-        .batch_execute("CREATE INDEX idx_outbox_causationid ON public.outbox (causationid)")
-        .await
-        .unwrap();
+        .batch("CREATE INDEX idx_outbox_causationid ON public.outbox (causationid)")
+        .await;
     let bt = h
         .wait_for("orders", "Drifted=False again", |bt| {
             drifted(bt).is_some_and(|(s, _, _)| s == "False")
@@ -134,9 +132,8 @@ async fn a_column_an_application_added_is_named_without_setting_drifted() {
 
     h.sql()
         .await
-        .batch_execute("ALTER TABLE public.outbox ADD COLUMN tenant text")
-        .await
-        .unwrap();
+        .batch("ALTER TABLE public.outbox ADD COLUMN tenant text")
+        .await;
     let bt = h
         .wait_for("orders", "the extra column in the Drifted message", |bt| {
             drifted(bt).is_some_and(|(_, _, m)| m.contains("tenant"))
@@ -188,11 +185,10 @@ async fn a_pass_that_stalls_before_the_shape_check_says_drift_is_unknown_not_tha
     // matches the spec, which stalls the pass before it compares the shape.
     h.sql()
         .await
-        .batch_execute(
+        .batch(
             "ALTER TABLE public.outbox ALTER COLUMN body TYPE bytea USING convert_to(body, 'UTF8')",
         )
-        .await
-        .unwrap();
+        .await;
     let bt = h.wait_stalled("orders", "PayloadMismatch").await;
     let (status, reason, message) = drifted(&bt).unwrap();
     assert_eq!(

@@ -36,11 +36,8 @@ async fn an_existing_table_is_adopted_by_the_first_boxtable_and_its_own_comment_
     let (db, client) = support::fresh_db_and_client().await;
     outbox_at(&client, "public.outbox", 2, 0).await;
     client
-        .batch_execute(
-            "COMMENT ON TABLE public.outbox IS 'orders waiting to be sent; owner: team-a'",
-        )
-        .await
-        .unwrap();
+        .batch("COMMENT ON TABLE public.outbox IS 'orders waiting to be sent; owner: team-a'")
+        .await;
 
     let outcome = run(&db, &outbox("Outbox").owned_by("uid-a").build())
         .await
@@ -108,13 +105,12 @@ async fn a_drop_of_a_table_holding_undispatched_messages_waits_for_consent() {
     let plan = outbox("Outbox").owned_by("uid-a").build();
     run(&db, &plan).await.unwrap();
     client
-        .batch_execute(
+        .batch(
             "INSERT INTO public.outbox (messageid, topic, body, dispatched) \
              SELECT gen_random_uuid()::text, 't', 'b', CASE WHEN i <= 3 THEN now() END \
              FROM generate_series(1, 10) i",
         )
-        .await
-        .unwrap();
+        .await;
 
     let blocked = drop_as_owner(&db, &plan, false).await.unwrap();
 
@@ -223,12 +219,8 @@ async fn ownership_is_checked_again_under_the_lock_so_a_table_replaced_during_th
     let replace = async {
         // The drop has found the lock taken (and has read nothing it will act on).
         waiting_rx.await.unwrap();
-        app.batch_execute(
-            "DROP TABLE public.outbox; \
-             CREATE TABLE public.outbox (id bigserial, messageid varchar(255), headerbag text, body text)",
-        )
-        .await
-        .unwrap();
+        app.batch("DROP TABLE public.outbox; \
+             CREATE TABLE public.outbox (id bigserial, messageid varchar(255), headerbag text, body text)").await;
         app.query_one("SELECT pg_advisory_unlock($1)", &[&key])
             .await
             .unwrap();

@@ -36,9 +36,8 @@ async fn set_comment(h: &Harness, qualified: &str, text: &str) {
     let literal = text.replace('\'', "''");
     h.sql()
         .await
-        .batch_execute(&format!("COMMENT ON TABLE {qualified} IS '{literal}'"))
-        .await
-        .unwrap();
+        .batch(&format!("COMMENT ON TABLE {qualified} IS '{literal}'"))
+        .await;
 }
 
 /// The ownership line of the table's comment.

@@ -182,18 +182,6 @@ fn all<T: k8s_openapi::Resource + DeserializeOwned>(objects: &[Json]) -> Vec<T> 
         .collect()
 }
 
-/// Records every difference between the rendered JSON and its typed round trip. Numbers compare
-/// by value (a schema's `minimum: 0` comes back as `0.0`).
-fn differences(path: &str, original: &Json, round_trip: &Json, out: &mut Vec<String>) {
-    for (here, difference) in json::differences(path, original, round_trip) {
-        out.push(match difference {
-            Difference::OnlyInFirst => format!("{here}: unknown field, dropped by the schema"),
-            Difference::OnlyInSecond => format!("{here}: added by the schema"),
-            Difference::Changed(a, b) => format!("{here}: {a} became {b}"),
-        });
-    }
-}
-
 /// Deserializes `object` into `T` and serializes it back; any field the type does not know, or
 /// any value it reads differently, is a difference.
 fn schema_differences<T: DeserializeOwned + Serialize>(object: &Json) -> Vec<String> {
@@ -202,9 +190,16 @@ fn schema_differences<T: DeserializeOwned + Serialize>(object: &Json) -> Vec<Str
         Err(e) => return vec![format!("does not deserialize: {e}")],
     };
     let round_trip = serde_json::to_value(&typed).expect("typed object serializes");
-    let mut out = Vec::new();
-    differences("", object, &round_trip, &mut out);
-    out
+    // Numbers compare by value: a schema's `minimum: 0` comes back as `0.0`.
+    let described = |(path, difference): (String, Difference)| match difference {
+        Difference::OnlyInFirst => format!("{path}: unknown field, dropped by the schema"),
+        Difference::OnlyInSecond => format!("{path}: added by the schema"),
+        Difference::Changed(a, b) => format!("{path}: {a} became {b}"),
+    };
+    json::differences("", object, &round_trip)
+        .into_iter()
+        .map(described)
+        .collect()
 }
 
 fn expand(grants: &[Grant]) -> BTreeSet<(String, String, String, String)> {

@@ -211,16 +211,12 @@ fn each_example_is_accepted_by_the_real_server_and_its_pods_meet_the_restricted_
 
 async fn tables(client: &Client) -> Vec<(String, i32, String)> {
     client
-        .query(
+        .triples(
             "SELECT \"BoxTableName\"::text, \"MigrationVersion\", \"Description\"::text \
                FROM public.\"__BrighterMigrationHistory\" ORDER BY 1, 2",
             &[],
         )
         .await
-        .unwrap()
-        .into_iter()
-        .map(|r| (r.get(0), r.get(1), r.get(2)))
-        .collect()
 }
 
 fn fresh_history() -> Vec<(String, i32, String)> {
@@ -291,16 +287,10 @@ async fn brighter_application_start(client: &Client, hold: Duration) -> bool {
         tokio::time::sleep(Duration::from_millis(delays.next().unwrap())).await;
     }
     let history = HistoryTable::for_table(&table, HistoryScope::Global);
-    client
-        .batch_execute("BEGIN; SAVEPOINT history")
-        .await
-        .unwrap();
+    client.batch("BEGIN; SAVEPOINT history").await;
     // Another table's migration may be creating the history table at the same moment.
     if client.batch_execute(&history.create_sql()).await.is_err() {
-        client
-            .batch_execute("ROLLBACK TO SAVEPOINT history")
-            .await
-            .unwrap();
+        client.batch("ROLLBACK TO SAVEPOINT history").await;
     }
     let row = client
         .query_one(
@@ -314,7 +304,7 @@ async fn brighter_application_start(client: &Client, hold: Duration) -> bool {
     let create = !exists && rows == 0;
     if create {
         for sql in fresh_statements(BoxKind::Outbox, Payload::Text, &table, 8) {
-            client.batch_execute(&sql).await.unwrap();
+            client.batch(&sql).await;
         }
         client
             .execute(
@@ -326,7 +316,7 @@ async fn brighter_application_start(client: &Client, hold: Duration) -> bool {
             .unwrap();
     }
     tokio::time::sleep(hold).await;
-    client.batch_execute("COMMIT").await.unwrap();
+    client.batch("COMMIT").await;
     let released: bool = client.value("SELECT pg_advisory_unlock($1)", &[&key]).await;
     assert!(released);
     create
@@ -379,7 +369,7 @@ async fn two_jobs_and_an_application_starting_together_migrate_each_table_once()
     let mut jobs_created = 0;
     for round in 0..ROUNDS {
         let (db, client) = support::fresh_db_and_client().await;
-        client.batch_execute(DDL_LOG).await.unwrap();
+        client.batch(DDL_LOG).await;
         let app = db.connect().await;
         let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         let first = lay_out_mounts(&argocd, WORKLOADS[0].1, a.path(), &db.url);

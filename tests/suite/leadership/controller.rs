@@ -216,9 +216,8 @@ async fn a_long_migration_survives(
     // The migration blocks on its first ALTER until this transaction ends.
     let blocker = cluster.db.connect().await;
     blocker
-        .batch_execute("BEGIN; LOCK TABLE public.victim IN ACCESS SHARE MODE")
-        .await
-        .unwrap();
+        .batch("BEGIN; LOCK TABLE public.victim IN ACCESS SHARE MODE")
+        .await;
     let proxy = FaultProxy::start(cluster.operator_client().await).await;
     let leader = cluster.replica(proxy.client(), "pod-a");
     wait_until("pod-a leads", || async {
@@ -254,7 +253,7 @@ async fn a_long_migration_survives(
         1,
         "the migration is still running"
     );
-    blocker.batch_execute("ROLLBACK").await.unwrap();
+    blocker.batch("ROLLBACK").await;
     wait_until("victim is Ready at version 8", || async {
         cluster.boxtables().get("victim").await.is_ok_and(|bt| {
             is_ready(&bt) && bt.status.as_ref().and_then(|s| s.applied_version) == Some(8)

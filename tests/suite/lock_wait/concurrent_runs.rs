@@ -77,10 +77,7 @@ async fn eight_runners_on_eight_tables_in_eight_schemas_race_to_create_one_histo
     let client = db.connect().await;
     let mut tasks = Vec::new();
     for i in 0..8 {
-        client
-            .batch_execute(&format!("CREATE SCHEMA s{i}"))
-            .await
-            .unwrap();
+        client.batch(&format!("CREATE SCHEMA s{i}")).await;
         let plan = outbox("Outbox").in_schema(&format!("s{i}")).build();
         let db = db.clone();
         tasks.push(tokio::spawn(async move { run(&db, &plan).await }));
@@ -206,7 +203,7 @@ async fn cancelling_a_run_mid_statement_rolls_back_and_releases_the_lock() {
         "the server cancelled the blocked statement"
     );
     assert_eq!(advisory_locks(&client).await, 0);
-    busy.batch_execute("ROLLBACK").await.unwrap();
+    busy.batch("ROLLBACK").await;
     assert_eq!(snapshot(&client).await, before);
     let alive: i32 = session.client().value("SELECT 1", &[]).await;
     assert_eq!(alive, 1, "the session is still usable");

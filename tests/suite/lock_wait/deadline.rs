@@ -100,11 +100,8 @@ async fn a_read_stuck_behind_a_table_lock_is_cancelled_on_the_server_at_the_dead
     // A long transaction holds the history table: the pass's read before the lock queues behind it.
     let blocker = h.sql().await;
     blocker
-        .batch_execute(
-            "BEGIN; LOCK TABLE public.\"__BrighterMigrationHistory\" IN ACCESS EXCLUSIVE MODE",
-        )
-        .await
-        .unwrap();
+        .batch("BEGIN; LOCK TABLE public.\"__BrighterMigrationHistory\" IN ACCESS EXCLUSIVE MODE")
+        .await;
     let started = Instant::now();
     h.annotate("orders", RECONCILE_REQUESTED_ANNOTATION, "stuck-read")
         .await;
@@ -139,6 +136,6 @@ async fn a_read_stuck_behind_a_table_lock_is_cancelled_on_the_server_at_the_dead
     ];
     assert_reported(&h, &bt, &must_say, "never-in-this-test").await;
     // Once the transaction ends, the retry (with backoff) makes it Ready again.
-    blocker.batch_execute("ROLLBACK").await.unwrap();
+    blocker.batch("ROLLBACK").await;
     h.wait_ready("orders").await;
 }

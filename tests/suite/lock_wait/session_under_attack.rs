@@ -109,7 +109,7 @@ async fn hostile_role(db: &support::TestDb, client: &tokio_postgres::Client) -> 
         String::new()
     };
     client
-        .batch_execute(&format!(
+        .batch(&format!(
             "CREATE ROLE \"{role}\" LOGIN PASSWORD '{password}'; \
              ALTER ROLE \"{role}\" SET statement_timeout = '500ms'; \
              ALTER ROLE \"{role}\" SET lock_timeout = '200ms'; \
@@ -119,8 +119,7 @@ async fn hostile_role(db: &support::TestDb, client: &tokio_postgres::Client) -> 
              ALTER TABLE public.outbox OWNER TO \"{role}\";",
             db.name
         ))
-        .await
-        .unwrap();
+        .await;
     db.url_as(&role, password)
 }
 

@@ -10,6 +10,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 use tokio::sync::Mutex;
 
+use crate::support::Sql;
 use crate::support::boxtable::boxtable;
 use crate::support::e2e::{Cluster, ControlPlane, OperatorToken, connect};
 
@@ -112,7 +113,7 @@ async fn a_migration_survives_the_api_server_being_killed_and_restarted_and_runs
     // status write after it meets a dead server and must be retried against the new one.
     let killed_at = Timestamp::now();
     let (_, old) = kill_apiserver(plane);
-    blocker.batch_execute("COMMIT").await.unwrap();
+    blocker.batch("COMMIT").await;
     cluster
         .eventually("kube-apiserver to be restarted and ready", WAIT, || async {
             if !apiserver_replaced(plane, old) {

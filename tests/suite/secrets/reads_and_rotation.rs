@@ -318,10 +318,7 @@ async fn two_boxtables_on_one_database_conflict_across_secrets() {
     // The same table name on another database is no conflict.
     let admin = support::connect(&support::database_url()).await;
     let other = format!("{}_other", h.db.name);
-    admin
-        .batch_execute(&format!("CREATE DATABASE \"{other}\""))
-        .await
-        .unwrap();
+    admin.batch(&format!("CREATE DATABASE \"{other}\"")).await;
     create_secret(
         &h,
         "other-db",

@@ -33,7 +33,7 @@ use crate::support::control_plane::{ControlPlane, OperatorToken, control_plane};
 use crate::support::db::Sql;
 use crate::support::fault_proxy::{FaultProxy, Faults};
 use crate::support::migrate::history_exists;
-pub use crate::support::wait::{DEADLINE, wait_until};
+pub use crate::support::wait::{DEADLINE, wait_for_value, wait_until};
 
 /// The prefix of each test's namespace (the controller watches only that one).
 pub const NAMESPACE: &str = "ctl";
@@ -198,11 +198,7 @@ impl HarnessBuilder {
             (Faults::not_started("Harness::builder().faults()"), direct)
         };
         let db = crate::support::fresh_db().await;
-        db.connect()
-            .await
-            .batch_execute("CREATE SCHEMA sales")
-            .await
-            .unwrap();
+        db.connect().await.batch("CREATE SCHEMA sales").await;
         let metrics = Arc::new(Metrics::new());
         let readiness = Readiness::new();
         let shutdown = CancellationToken::new();

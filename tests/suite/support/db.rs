@@ -8,9 +8,12 @@ use boxtable_operator::db::{Connection, Session};
 use tokio_postgres::types::{FromSqlOwned, ToSql};
 use tokio_postgres::{Client, Config, NoTls};
 
-/// The two shapes of read the tests make, failing the test on any error: one value, or the
-/// first column of every row. `client.value::<i64>("SELECT count(*) ...", &[]).await`.
+/// The shapes of read the tests make, failing the test on any error: one value, or the first
+/// one, two or three columns of every row; and [`Sql::batch`], statements that must succeed. `client.value::<i64>("SELECT count(*) ...", &[]).await`.
 pub trait Sql {
+    /// Runs the statements in `sql` (one batch, no parameters).
+    fn batch<'a>(&'a self, sql: &'a str) -> impl Future<Output = ()> + Send + 'a;
+
     /// The first column of the one row `sql` returns.
     fn value<'a, T: FromSqlOwned + Send + 'a>(
         &'a self,
@@ -31,9 +34,26 @@ pub trait Sql {
         sql: &'a str,
         params: &'a [&'a (dyn ToSql + Sync)],
     ) -> impl Future<Output = Vec<(A, B)>> + Send + 'a;
+
+    /// The first three columns of every row `sql` returns, in the server's order.
+    fn triples<'a, A, B, C>(
+        &'a self,
+        sql: &'a str,
+        params: &'a [&'a (dyn ToSql + Sync)],
+    ) -> impl Future<Output = Vec<(A, B, C)>> + Send + 'a
+    where
+        A: FromSqlOwned + Send + 'a,
+        B: FromSqlOwned + Send + 'a,
+        C: FromSqlOwned + Send + 'a;
 }
 
 impl Sql for Client {
+    async fn batch<'a>(&'a self, sql: &'a str) {
+        self.batch_execute(sql)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e:?}"));
+    }
+
     async fn value<'a, T: FromSqlOwned + Send + 'a>(
         &'a self,
         sql: &'a str,
@@ -68,6 +88,24 @@ impl Sql for Client {
             .unwrap_or_else(|e| panic!("{sql}: {e:?}"))
             .iter()
             .map(|row| (row.get(0), row.get(1)))
+            .collect()
+    }
+
+    async fn triples<'a, A, B, C>(
+        &'a self,
+        sql: &'a str,
+        params: &'a [&'a (dyn ToSql + Sync)],
+    ) -> Vec<(A, B, C)>
+    where
+        A: FromSqlOwned + Send + 'a,
+        B: FromSqlOwned + Send + 'a,
+        C: FromSqlOwned + Send + 'a,
+    {
+        self.query(sql, params)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e:?}"))
+            .iter()
+            .map(|row| (row.get(0), row.get(1), row.get(2)))
             .collect()
     }
 }

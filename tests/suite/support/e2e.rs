@@ -195,19 +195,15 @@ impl Cluster {
     /// ends.
     pub async fn v1_outbox_held_open(&self, table: &str) -> tokio_postgres::Client {
         let blocker = connect(&self.db.url).await;
-        blocker
-            .batch_execute(&format!(
+        blocker.batch(&format!(
                 "CREATE TABLE public.{table} (Id BIGSERIAL PRIMARY KEY, MessageId UUID UNIQUE NOT NULL, \
                  Topic VARCHAR(255), MessageType VARCHAR(32), Timestamp timestamptz, HeaderBag TEXT, Body TEXT)"
-            ))
-            .await
-            .unwrap();
+            )).await;
         blocker
-            .batch_execute(&format!(
+            .batch(&format!(
                 "BEGIN; LOCK TABLE public.{table} IN ACCESS SHARE MODE"
             ))
-            .await
-            .unwrap();
+            .await;
         blocker
     }
 

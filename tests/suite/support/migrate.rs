@@ -238,11 +238,10 @@ pub async fn column_names_in_order(client: &Client, schema: &str, table: &str) -
 /// transaction left open: a step's DDL on the table waits until it rolls back.
 pub async fn hold_access_share(db: &TestDb, qualified: &str) -> Client {
     let busy = db.connect().await;
-    busy.batch_execute(&format!(
+    busy.batch(&format!(
         "BEGIN; LOCK TABLE {qualified} IN ACCESS SHARE MODE"
     ))
-    .await
-    .unwrap();
+    .await;
     busy
 }
 
@@ -371,10 +370,7 @@ pub async fn write_history(
     version: i32,
     description: &str,
 ) {
-    client
-        .batch_execute(&create_history_table(hist_schema))
-        .await
-        .unwrap();
+    client.batch(&create_history_table(hist_schema)).await;
     client
         .execute(
             &format!(
@@ -421,21 +417,18 @@ pub const OUTBOX_STEP_COLUMNS: &[(u32, &str)] = &[
 /// left it, with `rows` data rows. At V1 the `dispatched` column (added by V2) is dropped.
 pub async fn outbox_at(client: &Client, qualified: &str, n: u32, rows: i32) {
     client
-        .batch_execute(&OUTBOX_V1_HISTORICAL.replace("{t}", qualified))
-        .await
-        .unwrap();
+        .batch(&OUTBOX_V1_HISTORICAL.replace("{t}", qualified))
+        .await;
     if n == 1 {
         client
-            .batch_execute(&format!("ALTER TABLE {qualified} DROP COLUMN Dispatched"))
-            .await
-            .unwrap();
+            .batch(&format!("ALTER TABLE {qualified} DROP COLUMN Dispatched"))
+            .await;
     }
     for (v, cols) in OUTBOX_STEP_COLUMNS {
         if *v <= n {
             client
-                .batch_execute(&format!("ALTER TABLE {qualified} ADD COLUMN {cols}"))
-                .await
-                .unwrap();
+                .batch(&format!("ALTER TABLE {qualified} ADD COLUMN {cols}"))
+                .await;
         }
     }
     for i in 0..rows {
@@ -455,7 +448,7 @@ pub async fn outbox_at(client: &Client, qualified: &str, n: u32, rows: i32) {
 /// Creates `public`'s history table if it is missing.
 pub async fn release_lock_at_commit_of_history_rows(client: &Client, key: i64) {
     client
-        .batch_execute(&format!(
+        .batch(&format!(
             "{};
              CREATE FUNCTION public.release_lock_at_commit() RETURNS trigger LANGUAGE plpgsql AS $$
                BEGIN PERFORM pg_advisory_unlock({key}); RETURN NULL; END $$;
@@ -465,6 +458,5 @@ pub async fn release_lock_at_commit_of_history_rows(client: &Client, key: i64) {
                EXECUTE FUNCTION public.release_lock_at_commit();",
             create_history_table("public")
         ))
-        .await
-        .unwrap();
+        .await;
 }

@@ -7,6 +7,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
+use crate::support::Sql;
 use crate::support::process::run_ok;
 
 /// A PostgreSQL cluster owned by one test.
@@ -296,15 +297,14 @@ impl Cluster {
         cluster.start();
         let admin = crate::support::connect(&cluster.url("postgres")).await;
         admin
-            .batch_execute(&format!(
+            .batch(&format!(
                 "SET password_encryption = 'scram-sha-256'; \
                  CREATE ROLE bt_cert LOGIN; \
                  CREATE ROLE bt_scram LOGIN PASSWORD '{SCRAM_PASSWORD}'; \
                  CREATE ROLE bt_both LOGIN PASSWORD '{SCRAM_PASSWORD}'; \
                  GRANT ALL ON SCHEMA public TO bt_cert, bt_scram, bt_both"
             ))
-            .await
-            .unwrap();
+            .await;
         cluster
     }
 

@@ -19,6 +19,7 @@ use boxtable_operator::lock::LockIdentity;
 use serde_json::Value;
 use tokio::process::{Child, Command};
 use tokio_postgres::Client;
+use tokio_postgres::types::ToSql;
 
 /// `application_name` of the `migrate` command's sessions.
 pub const MIGRATE_APP: &str = "boxtable-operator-migrate";
@@ -56,7 +57,7 @@ pub const BOOTSTRAP_DDL_STATEMENTS: u32 = 19;
 
 /// Installs [`DDL_HOOK`] in the current database.
 pub async fn install_ddl_hook(client: &Client) {
-    client.batch_execute(DDL_HOOK).await.unwrap();
+    client.batch(DDL_HOOK).await;
 }
 
 /// Sets (or with `None` resets) a `reliability.*` setting for new sessions of database `db`.
@@ -65,29 +66,30 @@ pub async fn set_db_setting(client: &Client, db: &str, name: &str, value: Option
         Some(v) => format!("ALTER DATABASE \"{db}\" SET reliability.{name} = '{v}'"),
         None => format!("ALTER DATABASE \"{db}\" RESET reliability.{name}"),
     };
-    client.batch_execute(&sql).await.unwrap();
+    client.batch(&sql).await;
 }
 
 /// Takes [`PAUSE_LOCK`] on `client`'s session, so the hook's wait blocks.
 pub async fn hold_pause(client: &Client) {
-    client
-        .execute(
-            "SELECT pg_advisory_lock($1, $2)",
-            &[&PAUSE_LOCK.0, &PAUSE_LOCK.1],
-        )
-        .await
-        .unwrap();
+    call_lock_function(client, "pg_advisory_lock", &[&PAUSE_LOCK.0, &PAUSE_LOCK.1]).await;
 }
 
 /// Releases [`PAUSE_LOCK`] on `client`'s session.
 pub async fn release_pause(client: &Client) {
-    client
-        .execute(
-            "SELECT pg_advisory_unlock($1, $2)",
-            &[&PAUSE_LOCK.0, &PAUSE_LOCK.1],
-        )
-        .await
-        .unwrap();
+    call_lock_function(
+        client,
+        "pg_advisory_unlock",
+        &[&PAUSE_LOCK.0, &PAUSE_LOCK.1],
+    )
+    .await;
+}
+
+/// `SELECT function(args)` in `client`'s session: an advisory-lock function called on
+/// [`PAUSE_LOCK`] or on Brighter's lock.
+async fn call_lock_function(client: &Client, function: &str, args: &[&(dyn ToSql + Sync)]) {
+    let placeholders: Vec<String> = (1..=args.len()).map(|n| format!("${n}")).collect();
+    let sql = format!("SELECT {function}({})", placeholders.join(", "));
+    client.execute(&sql, args).await.unwrap();
 }
 
 /// The lock identity of `public.<table>`.
@@ -97,24 +99,12 @@ pub fn identity(table: &str) -> LockIdentity {
 
 /// Takes Brighter's lock for `public.<table>` on `client`'s session (a competing holder).
 pub async fn hold_brighter_lock(client: &Client, table: &str) {
-    client
-        .execute(
-            "SELECT pg_advisory_lock($1::int8)",
-            &[&identity(table).key()],
-        )
-        .await
-        .unwrap();
+    call_lock_function(client, "pg_advisory_lock", &[&identity(table).key()]).await;
 }
 
 /// Releases Brighter's lock for `public.<table>` on `client`'s session.
 pub async fn release_brighter_lock(client: &Client, table: &str) {
-    client
-        .execute(
-            "SELECT pg_advisory_unlock($1::int8)",
-            &[&identity(table).key()],
-        )
-        .await
-        .unwrap();
+    call_lock_function(client, "pg_advisory_unlock", &[&identity(table).key()]).await;
 }
 
 /// Sessions holding Brighter's lock for `public.<table>` in the current database.
