@@ -12,6 +12,14 @@ use crate::support::Sql;
 use crate::support::advisory_locks;
 use crate::support::migrate::*;
 
+/// The error a run of `plan` fails with, changing nothing, on a fresh database where `create`
+/// made the table.
+async fn refusal_of_a_table_made_by(create: &str, plan: &Plan) -> RunError {
+    let (db, client) = support::fresh_db_and_client().await;
+    client.batch(create).await;
+    fails_without_change(&db, plan).await
+}
+
 #[tokio::test]
 async fn a_history_version_no_brighter_writes_is_refused_naming_it() {
     let (db, client) = support::fresh_db_and_client().await;
@@ -27,12 +35,8 @@ async fn a_history_version_no_brighter_writes_is_refused_naming_it() {
 
 #[tokio::test]
 async fn a_table_without_headerbag_is_not_a_brighter_outbox() {
-    let (db, client) = support::fresh_db_and_client().await;
-    client
-        .batch("CREATE TABLE public.outbox (id int, body text)")
-        .await;
-
-    let err = fails_without_change(&db, &outbox("Outbox").build()).await;
+    let create = "CREATE TABLE public.outbox (id int, body text)";
+    let err = refusal_of_a_table_made_by(create, &outbox("Outbox").build()).await;
 
     assert_eq!(err.reason(), Reason::NotABrighterTable);
     assert_eq!(
@@ -43,12 +47,8 @@ async fn a_table_without_headerbag_is_not_a_brighter_outbox() {
 
 #[tokio::test]
 async fn a_table_missing_v1_columns_matches_no_known_version() {
-    let (db, client) = support::fresh_db_and_client().await;
-    client
-        .batch("CREATE TABLE public.inbox (commandbody text, commandid text)")
-        .await;
-
-    let err = fails_without_change(&db, &inbox("Inbox").build()).await;
+    let create = "CREATE TABLE public.inbox (commandbody text, commandid text)";
+    let err = refusal_of_a_table_made_by(create, &inbox("Inbox").build()).await;
 
     assert_eq!(err.reason(), Reason::UnknownSchemaVersion);
     assert!(err.to_string().contains("commandtype"), "{err}");

@@ -41,8 +41,9 @@ pub const NAMESPACE: &str = "ctl";
 pub const SECRET: &str = "shop-db";
 /// The drift-check interval: short, so that "the next resync" comes quickly.
 pub const RESYNC: Duration = Duration::from_secs(2);
-/// A resync interval no test lasts long enough to see: every pass was started by a watch.
-pub const NO_RESYNC: Duration = Duration::from_secs(3600);
+/// A resync interval (ten minutes) no test lasts long enough to see: every pass was started by a
+/// watch or a request.
+pub const NO_RESYNC: Duration = Duration::from_secs(600);
 /// How often waits poll the API server.
 const POLL: Duration = Duration::from_millis(100);
 
