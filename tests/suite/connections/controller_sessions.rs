@@ -168,15 +168,13 @@ async fn a_pooled_session_terminated_by_the_server_is_replaced_and_the_next_pass
     })
     .await;
     let failures = metric(&h, "boxtable_failures_total{");
-    let passes = h.reconciles();
 
-    h.annotate(
+    h.annotate_and_wait_for_a_pass(
         "orders",
         "brighter.dev/reconcile-requested-at",
         "2026-12-01T12:00:00Z",
     )
     .await;
-    wait_until("the requested pass", || async { h.reconciles() > passes }).await;
 
     assert_eq!(
         metric(&h, "boxtable_failures_total{"),

@@ -70,6 +70,15 @@ async fn open_string(
     open(&secret(&pairs), &string_spec()).await
 }
 
+/// A private primary admitting clients by certificates its own CA (`pki`) issues and by SCRAM
+/// password, and the port it listens on.
+async fn server_admitting_certificates_and_scram() -> (Pki, Cluster, u16) {
+    let pki = Pki::new("boxtable-test-ca");
+    let cluster = Cluster::primary_with_client_auth(&pki).await;
+    let port = cluster.port;
+    (pki, cluster, port)
+}
+
 /// The session's TLS as the server sees it: the protocol version and the client certificate's
 /// subject.
 async fn tls_of(session: &Session) -> (String, Option<String>) {
@@ -86,9 +95,7 @@ async fn tls_of(session: &Session) -> (String, Option<String>) {
 
 #[tokio::test]
 async fn a_client_certificate_named_in_the_secret_admits_a_role_the_server_admits_by_certificate() {
-    let pki = Pki::new("boxtable-test-ca");
-    let cluster = Cluster::primary_with_client_auth(&pki).await;
-    let port = cluster.port;
+    let (pki, _cluster, port) = server_admitting_certificates_and_scram().await;
     let ca = pki.ca();
     let (cert, key) = pki.client("bt_cert");
     let files: [(&str, &[u8]); 3] = [("root.pem", &ca), ("tls.crt", &cert), ("tls.key", &key)];
@@ -186,9 +193,7 @@ async fn a_client_certificate_named_in_the_secret_admits_a_role_the_server_admit
 
 #[tokio::test]
 async fn channel_binding_require_authenticates_only_with_scram_bound_to_tls() {
-    let pki = Pki::new("boxtable-test-ca");
-    let cluster = Cluster::primary_with_client_auth(&pki).await;
-    let port = cluster.port;
+    let (pki, _cluster, port) = server_admitting_certificates_and_scram().await;
     let (cert, key) = pki.client("bt_both");
     let (cert_only, cert_only_key) = pki.client("bt_cert");
     let url = |user: &str, query: &str| {
@@ -275,9 +280,7 @@ async fn channel_binding_require_authenticates_only_with_scram_bound_to_tls() {
 
 #[tokio::test]
 async fn sslrootcert_names_the_secret_key_whose_ca_verifies_the_server() {
-    let pki = Pki::new("boxtable-test-ca");
-    let cluster = Cluster::primary_with_client_auth(&pki).await;
-    let port = cluster.port;
+    let (pki, _cluster, port) = server_admitting_certificates_and_scram().await;
     let (right, wrong) = (pki.ca(), Pki::new("boxtable-rogue-ca").ca());
     let url = |query: &str| {
         format!(
@@ -324,9 +327,7 @@ async fn sslrootcert_names_the_secret_key_whose_ca_verifies_the_server() {
 
 #[tokio::test]
 async fn tls_versions_are_those_the_connection_string_allows() {
-    let pki = Pki::new("boxtable-test-ca");
-    let cluster = Cluster::primary_with_client_auth(&pki).await;
-    let port = cluster.port;
+    let (pki, _cluster, port) = server_admitting_certificates_and_scram().await;
     let ca = pki.ca();
     let scram = |query: &str| {
         format!(

@@ -175,13 +175,8 @@ async fn a_live_owner_in_another_namespace_keeps_its_table_even_against_the_anno
         "{message}"
     );
 
-    let passes = h.reconciles();
-    h.annotate("mine", "brighter.dev/adopt", "public.kept_outbox")
+    h.annotate_and_wait_for_a_pass("mine", "brighter.dev/adopt", "public.kept_outbox")
         .await;
-    wait_until("a pass after the annotation", || async {
-        h.reconciles() > passes
-    })
-    .await;
     assert!(is_stalled_with(&h.get("mine").await, "TableConflict"));
     assert_eq!(
         comment(&h, "public.kept_outbox").await.as_deref(),
@@ -216,13 +211,8 @@ async fn a_gone_owner_in_another_namespace_is_taken_over_only_with_the_annotatio
         "{message}"
     );
 
-    let passes = h.reconciles();
-    h.annotate("orders", "brighter.dev/adopt", "public.Moved_Outbox")
+    h.annotate_and_wait_for_a_pass("orders", "brighter.dev/adopt", "public.Moved_Outbox")
         .await;
-    wait_until("a pass after the annotation", || async {
-        h.reconciles() > passes
-    })
-    .await;
     assert!(
         is_stalled_with(&h.get("orders").await, "TableConflict"),
         "the annotation must name the table exactly"

@@ -637,6 +637,16 @@ impl Harness {
             .unwrap();
     }
 
+    /// Sets annotation `key` to `value` on the BoxTable and waits for the pass that follows.
+    pub async fn annotate_and_wait_for_a_pass(&self, name: &str, key: &str, value: &str) {
+        let passes = self.reconciles();
+        self.annotate(name, key, value).await;
+        wait_until(&format!("a pass after annotating {key}"), || async {
+            self.reconciles() > passes
+        })
+        .await;
+    }
+
     /// Sets annotation `key` to `value` on the BoxTable (also while it is being deleted).
     pub async fn annotate(&self, name: &str, key: &str, value: &str) {
         self.boxtables()

@@ -363,6 +363,17 @@ impl MigrateRun {
             .unwrap_or_default()
             .to_owned()
     }
+
+    /// Asserts that the run failed with Ready reason `reason` and a message containing each of
+    /// `phrases`.
+    pub fn assert_failed_with(&self, reason: &str, phrases: &[&str]) {
+        assert_ne!(self.code, Some(0), "{self:?}");
+        assert_eq!(self.reason(), reason, "{self:?}");
+        let message = self.message();
+        for phrase in phrases {
+            assert!(message.contains(phrase), "{phrase:?} is not in: {message}");
+        }
+    }
 }
 
 /// Waits for `child` and collects its output.
