@@ -158,8 +158,7 @@ async fn a_missing_secret_stalls_until_the_secret_is_created() {
         .start()
         .await;
 
-    h.apply(boxtable("orders")).await;
-    let bt = h.wait_stalled("orders", "SecretNotFound").await;
+    let bt = h.apply_stalled(boxtable("orders"), "SecretNotFound").await;
     let status = bt.status.unwrap();
     assert!(has(&status, "Reconciling", "False") && has(&status, "Ready", "False"));
     assert!(
@@ -284,8 +283,9 @@ async fn a_second_boxtable_for_the_same_table_reports_the_conflict_and_does_not_
     h.apply_ready(boxtable("orders").target(5)).await;
 
     // Sorts before "orders" by name, so only its later creation can make it the one that yields.
-    h.apply(boxtable("a-copy-of-orders")).await;
-    let bt = h.wait_stalled("a-copy-of-orders", "TableConflict").await;
+    let bt = h
+        .apply_stalled(boxtable("a-copy-of-orders"), "TableConflict")
+        .await;
 
     let status = bt.status.unwrap();
     let message = &condition(&status, "Stalled").unwrap().message;
@@ -312,8 +312,8 @@ async fn an_invalid_connection_string_stalls_without_revealing_the_password() {
         .start()
         .await;
 
-    h.apply(boxtable("orders")).await;
-    h.wait_stalled("orders", "InvalidConnectionString").await;
+    h.apply_stalled(boxtable("orders"), "InvalidConnectionString")
+        .await;
     h.wait_for_passes(1).await;
 
     let raw = h.raw("orders").await.to_string();
@@ -462,8 +462,9 @@ async fn a_stalled_boxtable_says_when_it_retries_and_retries_at_once_when_a_reco
 {
     // A resync far beyond the test's deadline: only the request can bring the retry forward.
     let h = Harness::without_resync().await;
-    h.apply(boxtable("orders").schema("billing")).await;
-    let stalled = h.wait_stalled("orders", "SchemaNotFound").await;
+    let stalled = h
+        .apply_stalled(boxtable("orders").schema("billing"), "SchemaNotFound")
+        .await;
     let status = stalled.status.unwrap();
     let message = &condition(&status, "Ready").unwrap().message;
     println!("Stalled message: {message}");
@@ -581,8 +582,9 @@ async fn a_table_whose_replay_index_name_another_table_holds_stalls_naming_both_
     let (first, second) = (format!("{stem}_a"), format!("{stem}_b"));
     h.apply_ready(boxtable("first").table(&first)).await;
 
-    h.apply(boxtable("second").table(&second)).await;
-    let bt = h.wait_stalled("second", "IndexNameConflict").await;
+    let bt = h
+        .apply_stalled(boxtable("second").table(&second), "IndexNameConflict")
+        .await;
 
     let message = &condition(bt.status.as_ref().unwrap(), "Ready")
         .unwrap()

@@ -12,6 +12,15 @@ use crate::support::Sql;
 use crate::support::advisory_locks;
 use crate::support::migrate::*;
 
+/// Asserts that `err` is for `reason` and that its message contains each of `phrases`.
+fn assert_says(err: &RunError, reason: Reason, phrases: &[&str]) {
+    assert_eq!(err.reason(), reason);
+    let text = err.to_string();
+    for phrase in phrases {
+        assert!(text.contains(phrase), "{phrase:?} is not in: {text}");
+    }
+}
+
 /// The error a run of `plan` fails with, changing nothing, on a fresh database where `create`
 /// made the table.
 async fn refusal_of_a_table_made_by(create: &str, plan: &Plan) -> RunError {
@@ -28,9 +37,7 @@ async fn a_history_version_no_brighter_writes_is_refused_naming_it() {
 
     let err = fails_without_change(&db, &outbox("Outbox").build()).await;
 
-    assert_eq!(err.reason(), Reason::UnknownSchemaVersion);
-    let text = err.to_string();
-    assert!(text.contains("V0"), "{text}");
+    assert_says(&err, Reason::UnknownSchemaVersion, &["V0"]);
 }
 
 #[tokio::test]
@@ -50,8 +57,7 @@ async fn a_table_missing_v1_columns_matches_no_known_version() {
     let create = "CREATE TABLE public.inbox (commandbody text, commandid text)";
     let err = refusal_of_a_table_made_by(create, &inbox("Inbox").build()).await;
 
-    assert_eq!(err.reason(), Reason::UnknownSchemaVersion);
-    assert!(err.to_string().contains("commandtype"), "{err}");
+    assert_says(&err, Reason::UnknownSchemaVersion, &["commandtype"]);
 }
 
 #[tokio::test]
@@ -61,11 +67,10 @@ async fn a_text_outbox_asked_as_binary_is_a_payload_mismatch() {
 
     let err = fails_without_change(&db, &outbox("Outbox").binary().build()).await;
 
-    assert_eq!(err.reason(), Reason::PayloadMismatch);
-    let text = err.to_string();
-    assert!(
-        text.contains("is text") && text.contains("Binary") && text.contains("bytea"),
-        "{text}"
+    assert_says(
+        &err,
+        Reason::PayloadMismatch,
+        &["is text", "Binary", "bytea"],
     );
 }
 
@@ -76,8 +81,7 @@ async fn a_binary_outbox_asked_as_text_is_a_payload_mismatch_even_with_history()
 
     let err = fails_without_change(&db, &outbox("Outbox").build()).await;
 
-    assert_eq!(err.reason(), Reason::PayloadMismatch);
-    assert!(err.to_string().contains("is bytea"), "{err}");
+    assert_says(&err, Reason::PayloadMismatch, &["is bytea"]);
 }
 
 #[tokio::test]
@@ -89,12 +93,7 @@ async fn a_json_inbox_asked_as_jsonb_is_a_payload_mismatch() {
 
     let err = fails_without_change(&db, &inbox("Inbox").payload(Payload::Jsonb).build()).await;
 
-    assert_eq!(err.reason(), Reason::PayloadMismatch);
-    let text = err.to_string();
-    assert!(
-        text.contains("is json ") && text.contains("Jsonb"),
-        "{text}"
-    );
+    assert_says(&err, Reason::PayloadMismatch, &["is json ", "Jsonb"]);
 }
 
 #[tokio::test]
@@ -103,8 +102,7 @@ async fn a_missing_schema_is_reported_and_not_created() {
 
     let err = fails_without_change(&db, &outbox("Outbox").in_schema("nowhere").build()).await;
 
-    assert_eq!(err.reason(), Reason::SchemaNotFound);
-    assert!(err.to_string().contains("does not create schemas"), "{err}");
+    assert_says(&err, Reason::SchemaNotFound, &["does not create schemas"]);
     let per_schema = fails_without_change(
         &db,
         &outbox("Outbox").in_schema("nowhere").per_schema().build(),
@@ -121,11 +119,10 @@ async fn a_table_dropped_while_its_history_remains_says_how_to_fix_it() {
 
     let err = fails_without_change(&db, &outbox("Outbox").build()).await;
 
-    assert_eq!(err.reason(), Reason::TableMissing);
-    let text = err.to_string();
-    assert!(
-        text.contains("delete those history rows or recreate the table"),
-        "{text}"
+    assert_says(
+        &err,
+        Reason::TableMissing,
+        &["delete those history rows or recreate the table"],
     );
 }
 

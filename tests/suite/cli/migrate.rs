@@ -48,6 +48,16 @@ fn write(dir: &Path, name: &str, body: &str) -> String {
     path.to_str().unwrap().to_owned()
 }
 
+/// Writes `manifests` to `dir/name`, runs `migrate -f` on the file, and asserts that it succeeded
+/// and that the first BoxTable printed was migrated.
+fn assert_migrates(dir: &Path, name: &str, manifests: &str) {
+    let file = write(dir, name, manifests);
+    let out = migrate(&["-f", &file], None).output().unwrap();
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert_eq!(ready_reason(&statuses(&stdout)[0]).1, "Migrated");
+}
+
 const OUTBOX: &str = "apiVersion: brighter.dev/v1alpha1\nkind: BoxTable\nmetadata:\n  name: orders\n  namespace: shop\n\
 spec:\n  box: Outbox\n  database:\n    secretRef:\n      name: shop-db\n";
 
@@ -405,15 +415,11 @@ async fn a_secret_with_separate_keys_as_cloudnativepg_and_crossplane_write_them_
         "      name: shop-db\n",
         "      name: shop-db\n      keys: {}\n    parameters:\n      sslmode: disable\n      connect_timeout: 5\n",
     );
-    let file = write(
+    assert_migrates(
         dir.path(),
         "cnpg.yaml",
         &format!("{cnpg}---\n{cnpg_outbox}"),
     );
-    let out = migrate(&["-f", &file], None).output().unwrap();
-    let (stdout, stderr) = text(&out);
-    assert!(out.status.success(), "{stdout}\n{stderr}");
-    assert_eq!(ready_reason(&statuses(&stdout)[0]).1, "Migrated");
 
     // Crossplane's connection Secret: the host is `endpoint`, the user `username`.
     let crossplane = secret_manifest(&[
@@ -427,15 +433,11 @@ async fn a_secret_with_separate_keys_as_cloudnativepg_and_crossplane_write_them_
         "      name: shop-db\n",
         "      name: shop-db\n      keys:\n        host: endpoint\n        user: username\n        dbname: database\n",
     );
-    let file = write(
+    assert_migrates(
         dir.path(),
         "crossplane.yaml",
         &format!("{crossplane}---\n{crossplane_inbox}"),
     );
-    let out = migrate(&["-f", &file], None).output().unwrap();
-    let (stdout, stderr) = text(&out);
-    assert!(out.status.success(), "{stdout}\n{stderr}");
-    assert_eq!(ready_reason(&statuses(&stdout)[0]).1, "Migrated");
 }
 
 #[tokio::test]

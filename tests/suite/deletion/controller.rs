@@ -87,9 +87,11 @@ async fn deleting_the_loser_of_a_conflict_keeps_the_winners_table_and_its_rows()
     h.apply_ready(boxtable("shared-outbox").table("shared_outbox"))
         .await;
     insert_messages(&h, "public.shared_outbox", 1, 0).await;
-    h.apply(boxtable("dup-outbox").table("shared_outbox").drop_policy())
-        .await;
-    h.wait_stalled("dup-outbox", "TableConflict").await;
+    h.apply_stalled(
+        boxtable("dup-outbox").table("shared_outbox").drop_policy(),
+        "TableConflict",
+    )
+    .await;
 
     h.delete("dup-outbox").await;
     h.wait_gone("dup-outbox").await;
@@ -174,9 +176,12 @@ async fn a_boxtable_reaching_an_owned_table_through_another_secret_conflicts_and
     h.apply_ready(boxtable("team-a")).await;
     insert_messages(&h, "public.outbox", 1, 0).await;
 
-    h.apply(boxtable("team-b").secret("other-db").drop_policy())
+    let stalled = h
+        .apply_stalled(
+            boxtable("team-b").secret("other-db").drop_policy(),
+            "TableConflict",
+        )
         .await;
-    let stalled = h.wait_stalled("team-b", "TableConflict").await;
     let message = ready_message(&stalled);
     assert!(
         message.contains(&format!("{}/team-a", h.namespace)) && message.contains("public.outbox"),

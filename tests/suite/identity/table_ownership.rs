@@ -51,6 +51,28 @@ async fn record(h: &Harness, qualified: &str) -> String {
     lines[0].to_owned()
 }
 
+/// The Ready message of a new BoxTable `orders` for `public.<table>`, a table a deleted BoxTable
+/// left whose comment is then replaced with `comment`, once it is Stalled with TableConflict.
+async fn conflict_over_a_left_table_commented(h: &Harness, table: &str, comment: &str) -> String {
+    table_left_by_a_deleted_boxtable(h, "seed", table).await;
+    set_comment(h, &format!("public.{table}"), comment).await;
+    let stalled = h
+        .apply_stalled(boxtable("orders").table(table), "TableConflict")
+        .await;
+    ready_message(&stalled)
+}
+
+/// The ownership line of the table's comment, once the user's own comment is seen still to be its
+/// first line.
+async fn record_below_the_user_comment(h: &Harness, qualified: &str) -> String {
+    let comment = comment(h, qualified).await.unwrap();
+    assert!(
+        comment.starts_with(&format!("{USER_COMMENT}\n")),
+        "{comment}"
+    );
+    record(h, qualified).await
+}
+
 /// Makes `table` (in `public`) through a BoxTable that is then deleted with Retain, and leaves
 /// the user's comment above the record it wrote.
 async fn table_left_by_a_deleted_boxtable(h: &Harness, name: &str, table: &str) -> String {
@@ -103,12 +125,7 @@ async fn a_boxtable_deleted_with_retain_and_applied_again_takes_its_table_back_w
         vec![8]
     );
     assert_eq!(migrations_applied(&h), applied, "nothing migrated again");
-    let comment = comment(&h, "public.recreated_outbox").await.unwrap();
-    assert!(
-        comment.starts_with(&format!("{USER_COMMENT}\n")),
-        "{comment}"
-    );
-    let record = record(&h, "public.recreated_outbox").await;
+    let record = record_below_the_user_comment(&h, "public.recreated_outbox").await;
     assert!(
         record.contains(&format!("uid={}", bt.uid().unwrap())) && !record.contains(&old_uid),
         "the record names the new object: {record}"
@@ -165,8 +182,9 @@ async fn a_live_owner_in_another_namespace_keeps_its_table_even_against_the_anno
     );
     set_comment(&h, "public.kept_outbox", &planted).await;
 
-    h.apply(boxtable("mine").table("kept_outbox")).await;
-    let stalled = h.wait_stalled("mine", "TableConflict").await;
+    let stalled = h
+        .apply_stalled(boxtable("mine").table("kept_outbox"), "TableConflict")
+        .await;
     let message = ready_message(&stalled);
     assert!(
         message.contains(&format!("{other}/orders"))
@@ -188,20 +206,12 @@ async fn a_live_owner_in_another_namespace_keeps_its_table_even_against_the_anno
 async fn a_gone_owner_in_another_namespace_is_taken_over_only_with_the_annotation_naming_the_table()
 {
     let h = Harness::start().await;
-    table_left_by_a_deleted_boxtable(&h, "seed", "moved_outbox").await;
     let other = h.plane.create_namespace("ownership-gone");
-    set_comment(
-        &h,
-        "public.moved_outbox",
-        &format!(
-            "{USER_COMMENT}\nbrighter.dev/owner: cluster=test boxtable={other}/orders uid=5d0c6c1e-gone origin=created"
-        ),
-    )
-    .await;
+    let gone_owner = format!(
+        "{USER_COMMENT}\nbrighter.dev/owner: cluster=test boxtable={other}/orders uid=5d0c6c1e-gone origin=created"
+    );
 
-    h.apply(boxtable("orders").table("moved_outbox")).await;
-    let stalled = h.wait_stalled("orders", "TableConflict").await;
-    let message = ready_message(&stalled);
+    let message = conflict_over_a_left_table_commented(&h, "moved_outbox", &gone_owner).await;
     assert!(
         message.contains("no longer exists")
             && message.contains(&format!(
@@ -221,12 +231,7 @@ async fn a_gone_owner_in_another_namespace_is_taken_over_only_with_the_annotatio
     h.annotate("orders", "brighter.dev/adopt", "public.moved_outbox")
         .await;
     let bt = h.wait_ready("orders").await;
-    let comment = comment(&h, "public.moved_outbox").await.unwrap();
-    assert!(
-        comment.starts_with(&format!("{USER_COMMENT}\n")),
-        "{comment}"
-    );
-    let record = record(&h, "public.moved_outbox").await;
+    let record = record_below_the_user_comment(&h, "public.moved_outbox").await;
     assert!(
         record.contains(&format!("uid={}", bt.uid().unwrap())) && record.contains("origin=adopted"),
         "{record}"
@@ -236,21 +241,13 @@ async fn a_gone_owner_in_another_namespace_is_taken_over_only_with_the_annotatio
 #[tokio::test]
 async fn an_owner_recorded_under_another_cluster_name_needs_the_adoption_annotation() {
     let h = Harness::start().await;
-    table_left_by_a_deleted_boxtable(&h, "seed", "foreign_outbox").await;
     // The same namespace and name, but written by the operator of cluster "staging".
-    set_comment(
-        &h,
-        "public.foreign_outbox",
-        &format!(
-            "brighter.dev/owner: cluster=staging boxtable={}/orders uid=0a1b2c origin=created",
-            h.namespace
-        ),
-    )
-    .await;
+    let staging = format!(
+        "brighter.dev/owner: cluster=staging boxtable={}/orders uid=0a1b2c origin=created",
+        h.namespace
+    );
 
-    h.apply(boxtable("orders").table("foreign_outbox")).await;
-    let stalled = h.wait_stalled("orders", "TableConflict").await;
-    let message = ready_message(&stalled);
+    let message = conflict_over_a_left_table_commented(&h, "foreign_outbox", &staging).await;
     assert!(
         message.contains("cluster staging")
             && message.contains("brighter.dev/adopt=public.foreign_outbox"),

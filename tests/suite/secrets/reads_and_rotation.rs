@@ -272,8 +272,9 @@ async fn with_a_label_selector_an_unlabelled_secret_is_refused_until_it_is_label
         .start()
         .await;
     create_secret(&h, SECRET, &h.db.url, json!({})).await;
-    h.apply(boxtable("orders")).await;
-    let bt = h.wait_stalled("orders", "SecretNotSelected").await;
+    let bt = h
+        .apply_stalled(boxtable("orders"), "SecretNotSelected")
+        .await;
     let message = &condition(bt.status.as_ref().unwrap(), "Ready")
         .unwrap()
         .message;
@@ -301,8 +302,9 @@ async fn two_boxtables_on_one_database_conflict_across_secrets() {
 
     // Another Secret, another form of connection string, the same host, port and database.
     create_secret(&h, "same-db", &keyword_form(&h), json!({})).await;
-    h.apply(boxtable("orders-copy").secret("same-db")).await;
-    let bt = h.wait_stalled("orders-copy", "TableConflict").await;
+    let bt = h
+        .apply_stalled(boxtable("orders-copy").secret("same-db"), "TableConflict")
+        .await;
     let message = &condition(bt.status.as_ref().unwrap(), "Ready")
         .unwrap()
         .message;

@@ -91,8 +91,7 @@ async fn every_state_the_operator_writes_is_judged_as_flux_helm_and_argocd_would
     let h = Harness::builder().without_secret().start().await;
 
     // No Secret yet: Stalled with SecretNotFound.
-    h.apply(boxtable("orders")).await;
-    h.wait_stalled("orders", "SecretNotFound").await;
+    h.apply_stalled(boxtable("orders"), "SecretNotFound").await;
     let stalled = h.raw("orders").await;
     assert_eq!(kstatus(&stalled), "Failed", "{stalled}");
     assert_eq!(argocd(&stalled).0, "Degraded", "{stalled}");

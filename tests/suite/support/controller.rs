@@ -355,6 +355,12 @@ impl Harness {
         self.wait_ready(&created.name_any()).await
     }
 
+    /// Creates the BoxTable and waits for it to be Stalled with `reason_name`.
+    pub async fn apply_stalled(&self, builder: BoxTableBuilder, reason_name: &str) -> BoxTable {
+        let created = self.apply(builder).await;
+        self.wait_stalled(&created.name_any(), reason_name).await
+    }
+
     /// Merge-patches the BoxTable's spec with `spec`.
     pub async fn patch_spec(&self, name: &str, spec: Value) -> BoxTable {
         self.boxtables()
