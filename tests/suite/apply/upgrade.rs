@@ -49,7 +49,7 @@ async fn an_outbox_at_each_version_v1_to_v7_is_stamped_then_upgraded_and_keeps_i
         let outcome = run(&db, &outbox("Outbox").build()).await.unwrap();
 
         assert_eq!(
-            (outcome.path, outcome.from_version, outcome.to_version),
+            path_and_versions(&outcome),
             (RunPath::Bootstrap, n, 8),
             "table shaped at V{n}"
         );
@@ -116,10 +116,7 @@ async fn an_inbox_at_v1_is_stamped_then_gets_causationid_and_keeps_its_rows() {
 
     let outcome = run(&db, &inbox("Inbox").build()).await.unwrap();
 
-    assert_eq!(
-        (outcome.path, outcome.from_version, outcome.to_version),
-        (RunPath::Bootstrap, 1, 2)
-    );
+    assert_eq!(path_and_versions(&outcome), (RunPath::Bootstrap, 1, 2));
     assert_eq!(
         history_versions(&client, "public").await,
         [
@@ -153,10 +150,7 @@ async fn the_normal_path_applies_only_the_steps_above_the_history() {
 
         let outcome = run(&db, &outbox("outbox").build()).await.unwrap();
 
-        assert_eq!(
-            (outcome.path, outcome.from_version, outcome.to_version),
-            (RunPath::Normal, n, 8)
-        );
+        assert_eq!(path_and_versions(&outcome), (RunPath::Normal, n, 8));
         assert_eq!(
             history_versions(&client, "public").await,
             outbox_history_upgraded_from(n),
@@ -206,15 +200,8 @@ async fn a_database_brighter_provisioned_is_up_to_date_and_left_unchanged() {
         "fresh install at V8",
     )
     .await;
-    let before = snapshot(&client).await;
 
-    let outcome = run(&db, &outbox("Outbox").build()).await.unwrap();
-
-    assert_eq!(
-        (outcome.path, outcome.from_version, outcome.to_version),
-        (RunPath::UpToDate, 8, 8)
-    );
-    assert_eq!(snapshot(&client).await, before);
+    assert_up_to_date_and_unchanged(&db, &client, &outbox("Outbox").build(), 8).await;
 }
 
 #[tokio::test]

@@ -69,10 +69,7 @@ async fn per_schema_history_is_seeded_from_public_keeping_description_and_applie
 
     let outcome = run(&db, &sales_per_schema_outbox()).await.unwrap();
 
-    assert_eq!(
-        (outcome.path, outcome.from_version, outcome.to_version),
-        (RunPath::Normal, 6, 8)
-    );
+    assert_eq!(path_and_versions(&outcome), (RunPath::Normal, 6, 8));
     let rows = history(&client, "sales").await;
     assert_eq!(rows.len(), 3, "{rows:?}");
     assert_eq!(rows[0], public_before[1], "the seeded row is copied as is");

@@ -10,7 +10,7 @@ use boxtable_operator::ident::QualifiedName;
 use boxtable_operator::migrate::ownership::Owner;
 use boxtable_operator::migrate::{
     self, BoxKind, DdlTimeouts, DropOutcome, DropRequest, HistoryScope, InvalidPlan, Outcome,
-    Payload, Plan, RunError,
+    Payload, Plan, RunError, RunPath,
 };
 use boxtable_operator::report::chain;
 use tokio_postgres::Client;
@@ -243,6 +243,28 @@ pub async fn hold_access_share(db: &TestDb, qualified: &str) -> Client {
     ))
     .await;
     busy
+}
+
+/// What a run did, as the tests compare it: its path, and the versions it went from and to.
+pub fn path_and_versions(outcome: &Outcome) -> (RunPath, u32, u32) {
+    (outcome.path, outcome.from_version, outcome.to_version)
+}
+
+/// Runs `plan` again and asserts that it found its table up to date at `version` and changed
+/// nothing in the database.
+pub async fn assert_up_to_date_and_unchanged(
+    db: &TestDb,
+    client: &Client,
+    plan: &Plan,
+    version: u32,
+) {
+    let before = snapshot(client).await;
+    let outcome = run(db, plan).await.unwrap();
+    assert_eq!(
+        path_and_versions(&outcome),
+        (RunPath::UpToDate, version, version)
+    );
+    assert_eq!(snapshot(client).await, before);
 }
 
 /// The table's constraints as `pg_get_constraintdef` prints them, sorted.
