@@ -11,6 +11,18 @@ use crate::support;
 use crate::support::Sql;
 use crate::support::controller::*;
 
+/// The history rows of an outbox at V5 once the operator has migrated it to V8.
+const V5_TO_V8: [i32; 4] = [5, 6, 7, 8];
+
+/// A Harness where an application (`orders-api`) holds Brighter's lock on `public.outbox` and
+/// the BoxTable `orders`, waiting up to `lock_timeout` for it, has just been created.
+async fn orders_behind_an_applications_lock(lock_timeout: &str) -> (Harness, LockHolder) {
+    let h = Harness::start().await;
+    let holder = h.hold_lock("orders-api", "public", "outbox").await;
+    h.apply(boxtable("orders").lock_timeout(lock_timeout)).await;
+    (h, holder)
+}
+
 #[tokio::test]
 async fn a_new_boxtable_becomes_ready_with_the_lock_identity_and_one_history_row() {
     let h = Harness::start().await;
@@ -63,10 +75,7 @@ async fn raising_the_target_version_migrates_the_table_up_to_it() {
     assert_eq!(bt.metadata.generation, Some(2));
     let last_run = bt.status.unwrap().last_run.unwrap();
     assert_eq!((last_run.from_version, last_run.to_version), (5, 8));
-    assert_eq!(
-        h.history_versions("public", "outbox").await,
-        vec![5, 6, 7, 8]
-    );
+    assert_eq!(h.history_versions("public", "outbox").await, V5_TO_V8);
 }
 
 #[tokio::test]
@@ -110,10 +119,7 @@ async fn a_migration_stuck_behind_a_table_lock_shows_acquired_and_migrating_unti
     let status = bt.status.unwrap();
     assert_eq!(reason(&status), "Migrated");
     assert_eq!(status.lock.unwrap().state, LockState::Released);
-    assert_eq!(
-        h.history_versions("public", "outbox").await,
-        vec![5, 6, 7, 8]
-    );
+    assert_eq!(h.history_versions("public", "outbox").await, V5_TO_V8);
 }
 
 #[tokio::test]
@@ -177,10 +183,7 @@ async fn a_missing_secret_stalls_until_the_secret_is_created() {
 
 #[tokio::test]
 async fn a_held_lock_shows_its_holder_then_times_out_then_migrates_once_released() {
-    let h = Harness::start().await;
-    let holder = h.hold_lock("orders-api", "public", "outbox").await;
-
-    h.apply(boxtable("orders").lock_timeout("3s")).await;
+    let (h, holder) = orders_behind_an_applications_lock("3s").await;
     let waiting = h
         .wait_for_lock("orders", LockState::Waiting)
         .await
@@ -259,11 +262,7 @@ async fn a_suspended_boxtable_changes_nothing_and_reports_suspended() {
     let h = Harness::start().await;
 
     h.apply(boxtable("orders").suspended()).await;
-    let bt = h
-        .wait_for("orders", "Ready reason Suspended", |bt| {
-            bt.status.as_ref().is_some_and(|s| reason(s) == "Suspended")
-        })
-        .await;
+    let bt = h.wait_for_reason("orders", "Suspended").await;
 
     let status = bt.status.unwrap();
     assert!(has(&status, "Ready", "False"));
@@ -420,9 +419,7 @@ async fn a_no_op_resync_does_not_rewrite_the_status() {
 
 #[tokio::test]
 async fn shutdown_abandons_a_lock_wait_promptly_and_leaves_no_session_behind() {
-    let mut h = Harness::start().await;
-    let _holder = h.hold_lock("orders-api", "public", "outbox").await;
-    h.apply(boxtable("orders").lock_timeout("30s")).await;
+    let (mut h, _holder) = orders_behind_an_applications_lock("30s").await;
     h.wait_for_lock("orders", LockState::Waiting).await;
     assert_eq!(h.operator_sessions().await, 1);
 
@@ -494,9 +491,7 @@ async fn a_stalled_boxtable_says_when_it_retries_and_retries_at_once_when_a_reco
 
 #[tokio::test]
 async fn a_long_lock_wait_shows_its_tries_and_time_waited_growing() {
-    let h = Harness::start().await;
-    let holder = h.hold_lock("orders-api", "public", "outbox").await;
-    h.apply(boxtable("orders").lock_timeout("50s")).await;
+    let (h, holder) = orders_behind_an_applications_lock("50s").await;
 
     let waiting = |at_least_ms: u64| {
         move |bt: &boxtable_operator::crd::BoxTable| {

@@ -272,10 +272,7 @@ async fn a_suspended_boxtable_blocks_its_drop_until_it_is_resumed() {
     let h = Harness::start().await;
     h.apply_ready(boxtable("orders").drop_policy()).await;
     h.patch_spec("orders", json!({"suspend": true})).await;
-    h.wait_for("orders", "Suspended", |bt| {
-        bt.status.as_ref().is_some_and(|s| reason(s) == "Suspended")
-    })
-    .await;
+    h.wait_for_reason("orders", "Suspended").await;
 
     h.delete("orders").await;
     let blocked = h.wait_stalled("orders", "DropBlocked").await;
@@ -296,10 +293,7 @@ async fn a_suspended_boxtable_that_never_touched_its_table_leaves_it_alone() {
     let h = Harness::start().await;
     support::migrate::outbox_at(&h.sql().await, "public.outbox", 2, 0).await;
     h.apply(boxtable("orders").drop_policy().suspended()).await;
-    h.wait_for("orders", "Suspended", |bt| {
-        bt.status.as_ref().is_some_and(|s| reason(s) == "Suspended")
-    })
-    .await;
+    h.wait_for_reason("orders", "Suspended").await;
 
     h.delete("orders").await;
     h.wait_gone("orders").await;
@@ -465,13 +459,7 @@ async fn a_stuck_drop_makes_one_pass_per_backoff_step_and_says_so_in_its_conditi
     h.delete_secret(SECRET).await;
 
     h.delete("orders").await;
-    let failed = h
-        .wait_for("orders", "Ready reason DropFailed", |bt| {
-            bt.status
-                .as_ref()
-                .is_some_and(|s| reason(s) == "DropFailed")
-        })
-        .await;
+    let failed = h.wait_for_reason("orders", "DropFailed").await;
     assert!(
         ready_message(&failed).contains(SECRET),
         "{}",

@@ -3,7 +3,7 @@
 //! only a table its BoxTable owns, re-checked under the lock, with consent for the data it holds.
 
 use boxtable_operator::migrate::ownership::{self, Origin};
-use boxtable_operator::migrate::{self, DropBlock, DropRequest, DropVerdict, Rows, RunPath};
+use boxtable_operator::migrate::{self, DropBlock, DropRequest, DropVerdict, Plan, Rows, RunPath};
 use boxtable_operator::reason::Reason;
 use boxtable_operator::report::chain;
 use tokio_util::sync::CancellationToken;
@@ -15,6 +15,28 @@ use crate::support::migrate::*;
 
 fn record_of(comment: Option<String>) -> Option<ownership::OwnerRecord> {
     comment.as_deref().and_then(ownership::parse)
+}
+
+/// A fresh database, a client on it, and the plan of `public.outbox` for the BoxTable `uid-a`,
+/// which that plan's run has created.
+async fn outbox_created_for_uid_a() -> (support::TestDb, tokio_postgres::Client, Plan) {
+    let (db, client) = support::fresh_db_and_client().await;
+    let plan = outbox("Outbox").owned_by("uid-a").build();
+    run(&db, &plan).await.unwrap();
+    (db, client, plan)
+}
+
+/// Drops `plan`'s table (`public.outbox`) as its owner, with `consent` or without, and asserts
+/// that it is gone.
+async fn assert_drops_public_outbox(
+    db: &support::TestDb,
+    client: &tokio_postgres::Client,
+    plan: &Plan,
+    consent: bool,
+) {
+    let dropped = drop_as_owner(db, plan, consent).await.unwrap();
+    assert!(dropped.dropped(), "{dropped:?}");
+    assert!(columns(client, "public", "outbox").await.is_empty());
 }
 
 #[tokio::test]
@@ -101,9 +123,7 @@ async fn an_up_to_date_table_is_not_reported_ready_to_a_boxtable_that_does_not_o
 
 #[tokio::test]
 async fn a_drop_of_a_table_holding_undispatched_messages_waits_for_consent() {
-    let (db, client) = support::fresh_db_and_client().await;
-    let plan = outbox("Outbox").owned_by("uid-a").build();
-    run(&db, &plan).await.unwrap();
+    let (db, client, plan) = outbox_created_for_uid_a().await;
     client
         .batch(
             "INSERT INTO public.outbox (messageid, topic, body, dispatched) \
@@ -127,9 +147,7 @@ async fn a_drop_of_a_table_holding_undispatched_messages_waits_for_consent() {
     assert!(!columns(&client, "public", "outbox").await.is_empty());
     assert_eq!(history_versions(&client, "public").await.len(), 1);
 
-    let dropped = drop_as_owner(&db, &plan, true).await.unwrap();
-    assert!(dropped.dropped(), "{dropped:?}");
-    assert!(columns(&client, "public", "outbox").await.is_empty());
+    assert_drops_public_outbox(&db, &client, &plan, true).await;
 }
 
 #[tokio::test]
@@ -156,21 +174,14 @@ async fn a_drop_of_an_adopted_table_waits_for_consent_even_when_it_is_empty() {
 
 #[tokio::test]
 async fn an_empty_table_the_boxtable_created_is_dropped_without_consent() {
-    let (db, client) = support::fresh_db_and_client().await;
-    let plan = outbox("Outbox").owned_by("uid-a").build();
-    run(&db, &plan).await.unwrap();
+    let (db, client, plan) = outbox_created_for_uid_a().await;
 
-    let dropped = drop_as_owner(&db, &plan, false).await.unwrap();
-
-    assert!(dropped.dropped(), "{dropped:?}");
-    assert!(columns(&client, "public", "outbox").await.is_empty());
+    assert_drops_public_outbox(&db, &client, &plan, false).await;
 }
 
 #[tokio::test]
 async fn a_suspended_boxtable_does_not_drop_its_table() {
-    let (db, client) = support::fresh_db_and_client().await;
-    let plan = outbox("Outbox").owned_by("uid-a").build();
-    run(&db, &plan).await.unwrap();
+    let (db, client, plan) = outbox_created_for_uid_a().await;
 
     let request = DropRequest {
         suspended: true,
@@ -184,9 +195,7 @@ async fn a_suspended_boxtable_does_not_drop_its_table() {
 
 #[tokio::test]
 async fn a_table_created_again_after_its_owner_dropped_it_is_never_dropped() {
-    let (db, client) = support::fresh_db_and_client().await;
-    let plan = outbox("Outbox").owned_by("uid-a").build();
-    run(&db, &plan).await.unwrap();
+    let (db, client, plan) = outbox_created_for_uid_a().await;
     assert!(drop_as_owner(&db, &plan, false).await.unwrap().dropped());
 
     // An application creates the table again (Brighter's own start-up path writes no record).
@@ -200,9 +209,7 @@ async fn a_table_created_again_after_its_owner_dropped_it_is_never_dropped() {
 
 #[tokio::test]
 async fn ownership_is_checked_again_under_the_lock_so_a_table_replaced_during_the_wait_is_kept() {
-    let (db, client) = support::fresh_db_and_client().await;
-    let plan = outbox("Outbox").owned_by("uid-a").build();
-    run(&db, &plan).await.unwrap();
+    let (db, client, plan) = outbox_created_for_uid_a().await;
     // A Brighter application holds the lock while it replaces the table.
     let key = boxtable_operator::lock::LockIdentity::for_table(plan.table()).key();
     let app = db.connect().await;

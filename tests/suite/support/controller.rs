@@ -428,6 +428,14 @@ impl Harness {
         self.wait_for(name, "Ready=True", is_ready).await
     }
 
+    /// Waits until the Ready condition's reason is `reason_name`.
+    pub async fn wait_for_reason(&self, name: &str, reason_name: &str) -> BoxTable {
+        self.wait_for(name, &format!("Ready reason {reason_name}"), |bt| {
+            bt.status.as_ref().is_some_and(|s| reason(s) == reason_name)
+        })
+        .await
+    }
+
     /// Waits for Stalled=True with `reason_name`.
     pub async fn wait_stalled(&self, name: &str, reason_name: &str) -> BoxTable {
         self.wait_for(name, &format!("Stalled=True ({reason_name})"), |bt| {
