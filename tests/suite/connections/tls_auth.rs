@@ -31,6 +31,20 @@ fn secret(pairs: &[(&str, &[u8])]) -> Secret {
     secret
 }
 
+/// A Secret `db` with separate keys for database `postgres` on 127.0.0.1:`port` as `user`, and
+/// the keys in `more`.
+fn keys_secret(port: u16, user: &str, more: &[(&str, &[u8])]) -> Secret {
+    let port = port.to_string();
+    let mut pairs: Vec<(&str, &[u8])> = vec![
+        ("host", b"127.0.0.1"),
+        ("port", port.as_bytes()),
+        ("dbname", b"postgres"),
+        ("user", user.as_bytes()),
+    ];
+    pairs.extend_from_slice(more);
+    secret(&pairs)
+}
+
 /// `spec.database` reading the connection string under `connectionString`.
 fn string_spec() -> DatabaseSpec {
     DatabaseSpec {
@@ -68,6 +82,14 @@ async fn open_string(
     let mut pairs = vec![("connectionString", connection_string.as_bytes())];
     pairs.extend_from_slice(files);
     open(&secret(&pairs), &string_spec()).await
+}
+
+/// The error opening a session with `connection_string` (and `files`) fails with.
+async fn refusal(connection_string: &str, files: &[(&str, &[u8])]) -> ConnectError {
+    open_string(connection_string, files)
+        .await
+        .err()
+        .expect("the connection is refused")
 }
 
 /// A private primary admitting clients by certificates its own CA (`pki`) issues and by SCRAM
@@ -119,16 +141,11 @@ async fn a_client_certificate_named_in_the_secret_admits_a_role_the_server_admit
 
     // A kubernetes.io/tls Secret read as separate keys: ca.crt verifies the server, tls.crt and
     // tls.key are named by the parameters.
-    let port_text = port.to_string();
-    let parts = secret(&[
-        ("host", b"127.0.0.1"),
-        ("port", port_text.as_bytes()),
-        ("dbname", b"postgres"),
-        ("user", b"bt_cert"),
-        ("ca.crt", &ca),
-        ("tls.crt", &cert),
-        ("tls.key", &key),
-    ]);
+    let parts = keys_secret(
+        port,
+        "bt_cert",
+        &[("ca.crt", &ca), ("tls.crt", &cert), ("tls.key", &key)],
+    );
     let mtls = ConnectionParameters {
         sslmode: Some(SslModeParameter::VerifyFull),
         sslcert: Some("tls.crt".to_owned()),
@@ -147,7 +164,7 @@ async fn a_client_certificate_named_in_the_secret_admits_a_role_the_server_admit
         "postgres://bt_cert@127.0.0.1:{port}/postgres?sslmode=verify-full&sslrootcert=root.pem"
     );
     for err in [
-        open_string(&plain, &files).await.err().unwrap(),
+        refusal(&plain, &files).await,
         open(&parts, &keys_spec(without)).await.err().unwrap(),
     ] {
         assert!(matches!(err, ConnectError::Authenticate { .. }), "{err:?}");
@@ -163,7 +180,7 @@ async fn a_client_certificate_named_in_the_secret_admits_a_role_the_server_admit
     // A certificate from a CA the server does not trust is refused in the handshake.
     let rogue = Pki::new("boxtable-rogue-ca");
     let (rogue_cert, rogue_key) = rogue.client("bt_cert");
-    let err = open_string(
+    let err = refusal(
         &format!("{plain}&sslcert=tls.crt&sslkey=tls.key"),
         &[
             ("root.pem", &ca),
@@ -171,9 +188,7 @@ async fn a_client_certificate_named_in_the_secret_admits_a_role_the_server_admit
             ("tls.key", &rogue_key),
         ],
     )
-    .await
-    .err()
-    .unwrap();
+    .await;
     assert!(
         matches!(
             err,
@@ -236,13 +251,11 @@ async fn channel_binding_require_authenticates_only_with_scram_bound_to_tls() {
         ),
     ];
     for (connection_string, user) in refused {
-        let err = open_string(
+        let err = refusal(
             &connection_string,
             &[("tls.crt", &cert_only), ("tls.key", &cert_only_key)],
         )
-        .await
-        .err()
-        .unwrap();
+        .await;
         assert!(
             matches!(err, ConnectError::ChannelBindingUnused { .. }),
             "{user}: {err:?}"
@@ -265,13 +278,11 @@ async fn channel_binding_require_authenticates_only_with_scram_bound_to_tls() {
     // SCRAM without TLS (the shared test server offers none) cannot be bound either.
     let shared = support::database_url();
     let separator = if shared.contains('?') { '&' } else { '?' };
-    let err = open_string(
+    let err = refusal(
         &format!("{shared}{separator}sslmode=prefer&channel_binding=require"),
         &[],
     )
-    .await
-    .err()
-    .unwrap();
+    .await;
     assert!(
         matches!(err, ConnectError::ChannelBindingUnused { .. }),
         "{err:?}"
@@ -307,7 +318,7 @@ async fn sslrootcert_names_the_secret_key_whose_ca_verifies_the_server() {
         ),
         ("&sslrootcert=system", vec![("ca.crt", right.as_slice())]),
     ] {
-        let err = open_string(&url(query), &files).await.err().unwrap();
+        let err = refusal(&url(query), &files).await;
         assert!(
             matches!(err, ConnectError::TlsCertificate { .. }),
             "{query}: {err:?}"
@@ -349,15 +360,9 @@ async fn tls_versions_are_those_the_connection_string_allows() {
         channel_binding: Some(ChannelBindingParameter::Require),
         ..ConnectionParameters::default()
     };
-    let port_text = port.to_string();
-    let parts = secret(&[
-        ("host", b"127.0.0.1"),
-        ("port", port_text.as_bytes()),
-        ("dbname", b"postgres"),
-        ("user", b"bt_scram"),
-        ("password", SCRAM_PASSWORD.as_bytes()),
-        ("ca.crt", &ca),
-    ]);
+    let scram_files: [(&str, &[u8]); 2] =
+        [("password", SCRAM_PASSWORD.as_bytes()), ("ca.crt", &ca)];
+    let parts = keys_secret(port, "bt_scram", &scram_files);
     let session = open(&parts, &keys_spec(channel_binding)).await.unwrap();
     assert_eq!(tls_of(&session).await.0, "TLSv1.3");
 }
