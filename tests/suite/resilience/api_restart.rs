@@ -183,9 +183,8 @@ async fn after_an_etcd_compaction_expires_the_watch_the_operator_relists_and_con
     let (_turn, cluster, plane, token) = a_turn_to_restart(ns).await;
     let _operator = cluster.operator(ns, "e2e-compaction");
     cluster
-        .apply_boxtable(ns, boxtable("first").table("first_outbox"))
+        .apply_boxtable_ready(ns, boxtable("first").table("first_outbox"))
         .await;
-    cluster.wait_ready(ns, "first").await;
     let lists_before = list_calls(plane, &token);
 
     // Move etcd's revision well past the operator's watch position, compact it away, and restart

@@ -190,6 +190,13 @@ impl Cluster {
             .await;
     }
 
+    /// [`Cluster::apply_boxtable`], then waits until the BoxTable is Ready.
+    pub async fn apply_boxtable_ready(&self, ns: &str, boxtable: BoxTableBuilder) {
+        let name = boxtable.name().to_owned();
+        self.apply_boxtable(ns, boxtable).await;
+        self.wait_ready(ns, &name).await;
+    }
+
     /// Creates `public.<table>` as a 2019 (V1) outbox and returns a session holding it in
     /// ACCESS SHARE mode, its transaction left open: a migration's first ALTER waits until it
     /// ends.
