@@ -73,15 +73,7 @@ pub fn node() -> &'static Node {
         .unwrap_or_else(|message| panic!("{message}"))
 }
 
-/// Everything a command printed, for failure messages.
-pub fn printed(out: &Output) -> String {
-    format!(
-        "{}\nstdout:\n{}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
+pub use crate::support::process::printed;
 
 impl Node {
     /// Runs `program` with `args` in the node's network namespace (the host's mount namespace:

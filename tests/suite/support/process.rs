@@ -3,10 +3,12 @@
 
 use std::process::{Command, Output};
 
-/// What `out` printed: its stdout, then its stderr.
+/// Everything a program that has ended said, for failure messages: how it exited, its stdout
+/// and its stderr.
 pub fn printed(out: &Output) -> String {
     format!(
-        "{}{}",
+        "{}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     )
