@@ -17,7 +17,7 @@ use boxtable_operator::lock::LockIdentity;
 
 use crate::support::Sql;
 use crate::support::control_plane::{ControlPlane, OPERATOR_NAMESPACE};
-use crate::support::node::{get_json, printed, wait_for};
+use crate::support::node::{assert_succeeded, get_json, printed, wait_for};
 use crate::support::node_install::{Install, is_ready, name, secret_for};
 use crate::support::{TestDb, fresh_db};
 
@@ -62,11 +62,11 @@ fn wait_ready(plane: &ControlPlane, namespace: &str) {
         ],
         None,
     );
-    assert!(
-        waited.status.success(),
-        "orders-outbox did not reach Ready: {}\n{:#}",
-        printed(&waited),
-        get_json(plane, &["-n", namespace, "boxtable", "orders-outbox"])
+    assert_succeeded(
+        plane,
+        &waited,
+        "orders-outbox did not reach Ready",
+        &["-n", namespace, "boxtable", "orders-outbox"],
     );
 }
 

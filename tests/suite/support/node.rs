@@ -227,6 +227,18 @@ pub fn wait_for<T>(what: &str, timeout: Duration, mut check: impl FnMut() -> Opt
     }
 }
 
+/// Asserts that `out` succeeded; otherwise fails with `what`, everything it printed, and what
+/// `kubectl get <objects>` shows now.
+pub fn assert_succeeded(plane: &ControlPlane, out: &Output, what: &str, objects: &[&str]) {
+    assert!(
+        out.status.success(),
+        "{what}: {}\nkubectl get {}: {:#}",
+        printed(out),
+        objects.join(" "),
+        get_json(plane, objects)
+    );
+}
+
 /// `kubectl get -o json` of `args`, parsed.
 pub fn get_json(plane: &ControlPlane, args: &[&str]) -> serde_json::Value {
     let mut all = vec!["get", "-o", "json"];
