@@ -11,12 +11,23 @@ use crate::support;
 use crate::support::Sql;
 use crate::support::controller::*;
 
+/// The history rows of an outbox at V5 once the operator has migrated it to V8.
+const V5_TO_V8: [i32; 4] = [5, 6, 7, 8];
+
+/// A Harness where an application (`orders-api`) holds Brighter's lock on `public.outbox` and
+/// the BoxTable `orders`, waiting up to `lock_timeout` for it, has just been created.
+async fn orders_behind_an_applications_lock(lock_timeout: &str) -> (Harness, LockHolder) {
+    let h = Harness::start().await;
+    let holder = h.hold_lock("orders-api", "public", "outbox").await;
+    h.apply(boxtable("orders").lock_timeout(lock_timeout)).await;
+    (h, holder)
+}
+
 #[tokio::test]
 async fn a_new_boxtable_becomes_ready_with_the_lock_identity_and_one_history_row() {
     let h = Harness::start().await;
 
-    h.apply(boxtable("orders").outbox()).await;
-    let bt = h.wait_ready("orders").await;
+    let bt = h.apply_ready(boxtable("orders").outbox()).await;
 
     let status = bt.status.clone().unwrap();
     assert_eq!(status.observed_generation, bt.metadata.generation);
@@ -48,9 +59,9 @@ async fn a_new_boxtable_becomes_ready_with_the_lock_identity_and_one_history_row
 #[tokio::test]
 async fn raising_the_target_version_migrates_the_table_up_to_it() {
     let h = Harness::start().await;
-    h.apply(boxtable("orders").outbox().table("Outbox").target(5))
+    let bt = h
+        .apply_ready(boxtable("orders").outbox().table("Outbox").target(5))
         .await;
-    let bt = h.wait_ready("orders").await;
     assert_eq!(bt.status.unwrap().applied_version, Some(5));
     assert_eq!(h.history_versions("public", "outbox").await, vec![5]);
 
@@ -64,24 +75,19 @@ async fn raising_the_target_version_migrates_the_table_up_to_it() {
     assert_eq!(bt.metadata.generation, Some(2));
     let last_run = bt.status.unwrap().last_run.unwrap();
     assert_eq!((last_run.from_version, last_run.to_version), (5, 8));
-    assert_eq!(
-        h.history_versions("public", "outbox").await,
-        vec![5, 6, 7, 8]
-    );
+    assert_eq!(h.history_versions("public", "outbox").await, V5_TO_V8);
 }
 
 #[tokio::test]
 async fn a_migration_stuck_behind_a_table_lock_shows_acquired_and_migrating_until_it_finishes() {
     let h = Harness::start().await;
-    h.apply(boxtable("orders").outbox().target(5)).await;
-    h.wait_ready("orders").await;
+    h.apply_ready(boxtable("orders").outbox().target(5)).await;
 
     // An application transaction reads the table: the upgrade's ALTER TABLE waits behind it
     // while the operator holds Brighter's lock.
     let app = h.sql().await;
-    app.batch_execute("BEGIN; LOCK TABLE public.outbox IN ACCESS SHARE MODE")
-        .await
-        .unwrap();
+    app.batch("BEGIN; LOCK TABLE public.outbox IN ACCESS SHARE MODE")
+        .await;
     h.patch_spec("orders", json!({"targetVersion": 8})).await;
     let bt = h
         .wait_for("orders", "lock Acquired, reason Migrating", |bt| {
@@ -104,7 +110,7 @@ async fn a_migration_stuck_behind_a_table_lock_shows_acquired_and_migrating_unti
     assert_eq!(status.applied_version, Some(5), "nothing is committed yet");
     assert_eq!(h.history_versions("public", "outbox").await, vec![5]);
 
-    app.batch_execute("COMMIT").await.unwrap();
+    app.batch("COMMIT").await;
     let bt = h
         .wait_for("orders", "version 8", |bt| {
             is_ready(bt) && bt.status.as_ref().unwrap().applied_version == Some(8)
@@ -113,10 +119,7 @@ async fn a_migration_stuck_behind_a_table_lock_shows_acquired_and_migrating_unti
     let status = bt.status.unwrap();
     assert_eq!(reason(&status), "Migrated");
     assert_eq!(status.lock.unwrap().state, LockState::Released);
-    assert_eq!(
-        h.history_versions("public", "outbox").await,
-        vec![5, 6, 7, 8]
-    );
+    assert_eq!(h.history_versions("public", "outbox").await, V5_TO_V8);
 }
 
 #[tokio::test]
@@ -136,8 +139,9 @@ async fn a_table_brighter_left_at_version_five_is_migrated_to_eight() {
         .await;
     }
 
-    h.apply(boxtable("orders").outbox().schema("sales")).await;
-    let bt = h.wait_ready("orders").await;
+    let bt = h
+        .apply_ready(boxtable("orders").outbox().schema("sales"))
+        .await;
 
     let status = bt.status.unwrap();
     assert_eq!(status.applied_version, Some(8));
@@ -160,8 +164,7 @@ async fn a_missing_secret_stalls_until_the_secret_is_created() {
         .start()
         .await;
 
-    h.apply(boxtable("orders")).await;
-    let bt = h.wait_stalled("orders", "SecretNotFound").await;
+    let bt = h.apply_stalled(boxtable("orders"), "SecretNotFound").await;
     let status = bt.status.unwrap();
     assert!(has(&status, "Reconciling", "False") && has(&status, "Ready", "False"));
     assert!(
@@ -180,17 +183,9 @@ async fn a_missing_secret_stalls_until_the_secret_is_created() {
 
 #[tokio::test]
 async fn a_held_lock_shows_its_holder_then_times_out_then_migrates_once_released() {
-    let h = Harness::start().await;
-    let holder = h.hold_lock("orders-api", "public", "outbox").await;
-
-    h.apply(boxtable("orders").lock_timeout("3s")).await;
+    let (h, holder) = orders_behind_an_applications_lock("3s").await;
     let waiting = h
-        .wait_for("orders", "lock state Waiting", |bt| {
-            bt.status
-                .as_ref()
-                .and_then(|s| s.lock.as_ref())
-                .is_some_and(|l| l.state == LockState::Waiting)
-        })
+        .wait_for_lock("orders", LockState::Waiting)
         .await
         .status
         .unwrap();
@@ -228,8 +223,7 @@ async fn a_held_lock_shows_its_holder_then_times_out_then_migrates_once_released
 #[tokio::test]
 async fn deleting_with_retain_keeps_the_table_and_removes_the_object() {
     let h = Harness::start().await;
-    h.apply(boxtable("orders")).await;
-    h.wait_ready("orders").await;
+    h.apply_ready(boxtable("orders")).await;
 
     h.delete("orders").await;
     h.wait_gone("orders").await;
@@ -241,9 +235,8 @@ async fn deleting_with_retain_keeps_the_table_and_removes_the_object() {
 #[tokio::test]
 async fn deleting_with_drop_removes_the_table_and_its_history_then_the_object() {
     let h = Harness::start().await;
-    h.apply(boxtable("orders").schema("sales").drop_policy())
+    h.apply_ready(boxtable("orders").schema("sales").drop_policy())
         .await;
-    h.wait_ready("orders").await;
     assert!(h.table_exists("sales.outbox").await);
 
     h.delete("orders").await;
@@ -269,11 +262,7 @@ async fn a_suspended_boxtable_changes_nothing_and_reports_suspended() {
     let h = Harness::start().await;
 
     h.apply(boxtable("orders").suspended()).await;
-    let bt = h
-        .wait_for("orders", "Ready reason Suspended", |bt| {
-            bt.status.as_ref().is_some_and(|s| reason(s) == "Suspended")
-        })
-        .await;
+    let bt = h.wait_for_reason("orders", "Suspended").await;
 
     let status = bt.status.unwrap();
     assert!(has(&status, "Ready", "False"));
@@ -290,12 +279,12 @@ async fn a_suspended_boxtable_changes_nothing_and_reports_suspended() {
 #[tokio::test]
 async fn a_second_boxtable_for_the_same_table_reports_the_conflict_and_does_not_migrate() {
     let h = Harness::start().await;
-    h.apply(boxtable("orders").target(5)).await;
-    h.wait_ready("orders").await;
+    h.apply_ready(boxtable("orders").target(5)).await;
 
     // Sorts before "orders" by name, so only its later creation can make it the one that yields.
-    h.apply(boxtable("a-copy-of-orders")).await;
-    let bt = h.wait_stalled("a-copy-of-orders", "TableConflict").await;
+    let bt = h
+        .apply_stalled(boxtable("a-copy-of-orders"), "TableConflict")
+        .await;
 
     let status = bt.status.unwrap();
     let message = &condition(&status, "Stalled").unwrap().message;
@@ -322,8 +311,8 @@ async fn an_invalid_connection_string_stalls_without_revealing_the_password() {
         .start()
         .await;
 
-    h.apply(boxtable("orders")).await;
-    h.wait_stalled("orders", "InvalidConnectionString").await;
+    h.apply_stalled(boxtable("orders"), "InvalidConnectionString")
+        .await;
     h.wait_for_passes(1).await;
 
     let raw = h.raw("orders").await.to_string();
@@ -349,8 +338,7 @@ async fn an_invalid_connection_string_stalls_without_revealing_the_password() {
 #[tokio::test]
 async fn a_create_publishes_one_migrated_event_and_a_no_op_resync_publishes_none() {
     let h = Harness::start().await;
-    h.apply(boxtable("orders")).await;
-    h.wait_ready("orders").await;
+    h.apply_ready(boxtable("orders")).await;
     h.wait_for_passes(1).await;
     let before = h.events("orders").await;
 
@@ -373,8 +361,7 @@ async fn a_create_publishes_one_migrated_event_and_a_no_op_resync_publishes_none
 #[tokio::test]
 async fn every_migration_publishes_an_event_naming_the_table_and_its_versions() {
     let h = Harness::start().await;
-    h.apply(boxtable("orders").target(3)).await;
-    h.wait_ready("orders").await;
+    h.apply_ready(boxtable("orders").target(3)).await;
     let migrated = |note: &'static str| {
         let h = &h;
         move || async move {
@@ -418,8 +405,7 @@ async fn every_migration_publishes_an_event_naming_the_table_and_its_versions() 
 #[tokio::test]
 async fn a_no_op_resync_does_not_rewrite_the_status() {
     let h = Harness::start().await;
-    h.apply(boxtable("orders")).await;
-    let ready = h.wait_ready("orders").await;
+    let ready = h.apply_ready(boxtable("orders")).await;
 
     h.wait_for_passes(3).await;
 
@@ -433,16 +419,8 @@ async fn a_no_op_resync_does_not_rewrite_the_status() {
 
 #[tokio::test]
 async fn shutdown_abandons_a_lock_wait_promptly_and_leaves_no_session_behind() {
-    let mut h = Harness::start().await;
-    let _holder = h.hold_lock("orders-api", "public", "outbox").await;
-    h.apply(boxtable("orders").lock_timeout("30s")).await;
-    h.wait_for("orders", "lock state Waiting", |bt| {
-        bt.status
-            .as_ref()
-            .and_then(|s| s.lock.as_ref())
-            .is_some_and(|l| l.state == LockState::Waiting)
-    })
-    .await;
+    let (mut h, _holder) = orders_behind_an_applications_lock("30s").await;
+    h.wait_for_lock("orders", LockState::Waiting).await;
     assert_eq!(h.operator_sessions().await, 1);
 
     let took = h.stop().await;
@@ -480,12 +458,10 @@ const REQUESTED: &str = "brighter.dev/reconcile-requested-at";
 async fn a_stalled_boxtable_says_when_it_retries_and_retries_at_once_when_a_reconcile_is_requested()
 {
     // A resync far beyond the test's deadline: only the request can bring the retry forward.
-    let h = Harness::builder()
-        .resync(Duration::from_secs(600))
-        .start()
+    let h = Harness::without_resync().await;
+    let stalled = h
+        .apply_stalled(boxtable("orders").schema("billing"), "SchemaNotFound")
         .await;
-    h.apply(boxtable("orders").schema("billing")).await;
-    let stalled = h.wait_stalled("orders", "SchemaNotFound").await;
     let status = stalled.status.unwrap();
     let message = &condition(&status, "Ready").unwrap().message;
     println!("Stalled message: {message}");
@@ -503,11 +479,7 @@ async fn a_stalled_boxtable_says_when_it_retries_and_retries_at_once_when_a_reco
         "{reconciling:?}"
     );
 
-    h.sql()
-        .await
-        .batch_execute("CREATE SCHEMA billing")
-        .await
-        .unwrap();
+    h.sql().await.batch("CREATE SCHEMA billing").await;
     h.annotate("orders", REQUESTED, "2026-12-01T12:00:00Z")
         .await;
 
@@ -519,9 +491,7 @@ async fn a_stalled_boxtable_says_when_it_retries_and_retries_at_once_when_a_reco
 
 #[tokio::test]
 async fn a_long_lock_wait_shows_its_tries_and_time_waited_growing() {
-    let h = Harness::start().await;
-    let holder = h.hold_lock("orders-api", "public", "outbox").await;
-    h.apply(boxtable("orders").lock_timeout("50s")).await;
+    let (h, holder) = orders_behind_an_applications_lock("50s").await;
 
     let waiting = |at_least_ms: u64| {
         move |bt: &boxtable_operator::crd::BoxTable| {
@@ -567,8 +537,7 @@ async fn only_a_drop_boxtable_carries_the_finalizer_and_it_follows_the_policy() 
     let mut h = Harness::start().await;
     let finalizers =
         |bt: &boxtable_operator::crd::BoxTable| bt.metadata.finalizers.clone().unwrap_or_default();
-    h.apply(boxtable("orders")).await;
-    let ready = h.wait_ready("orders").await;
+    let ready = h.apply_ready(boxtable("orders")).await;
     assert!(finalizers(&ready).is_empty(), "{:?}", finalizers(&ready));
 
     h.patch_spec("orders", json!({"deletionPolicy": "Drop"}))
@@ -606,11 +575,11 @@ async fn a_table_whose_replay_index_name_another_table_holds_stalls_naming_both_
     // 61-byte names: Brighter's idx_<table>_causationid is cut by PostgreSQL to the same 63 bytes.
     let stem = "order_events_of_the_shop_for_every_tenant_and_every_regions";
     let (first, second) = (format!("{stem}_a"), format!("{stem}_b"));
-    h.apply(boxtable("first").table(&first)).await;
-    h.wait_ready("first").await;
+    h.apply_ready(boxtable("first").table(&first)).await;
 
-    h.apply(boxtable("second").table(&second)).await;
-    let bt = h.wait_stalled("second", "IndexNameConflict").await;
+    let bt = h
+        .apply_stalled(boxtable("second").table(&second), "IndexNameConflict")
+        .await;
 
     let message = &condition(bt.status.as_ref().unwrap(), "Ready")
         .unwrap()

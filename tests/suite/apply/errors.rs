@@ -8,33 +8,42 @@ use boxtable_operator::report::chain;
 use tokio_postgres::Client;
 
 use crate::support;
+use crate::support::Sql;
 use crate::support::advisory_locks;
 use crate::support::migrate::*;
 
+/// Asserts that `err` is for `reason` and that its message contains each of `phrases`.
+fn assert_says(err: &RunError, reason: Reason, phrases: &[&str]) {
+    assert_eq!(err.reason(), reason);
+    let text = err.to_string();
+    for phrase in phrases {
+        assert!(text.contains(phrase), "{phrase:?} is not in: {text}");
+    }
+}
+
+/// The error a run of `plan` fails with, changing nothing, on a fresh database where `create`
+/// made the table.
+async fn refusal_of_a_table_made_by(create: &str, plan: &Plan) -> RunError {
+    let (db, client) = support::fresh_db_and_client().await;
+    client.batch(create).await;
+    fails_without_change(&db, plan).await
+}
+
 #[tokio::test]
 async fn a_history_version_no_brighter_writes_is_refused_naming_it() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     outbox_at(&client, "public.outbox", 7, 0).await;
     write_history(&client, "public", "public", "outbox", 0, "not a version").await;
 
     let err = fails_without_change(&db, &outbox("Outbox").build()).await;
 
-    assert_eq!(err.reason(), Reason::UnknownSchemaVersion);
-    let text = err.to_string();
-    assert!(text.contains("V0"), "{text}");
+    assert_says(&err, Reason::UnknownSchemaVersion, &["V0"]);
 }
 
 #[tokio::test]
 async fn a_table_without_headerbag_is_not_a_brighter_outbox() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
-    client
-        .batch_execute("CREATE TABLE public.outbox (id int, body text)")
-        .await
-        .unwrap();
-
-    let err = fails_without_change(&db, &outbox("Outbox").build()).await;
+    let create = "CREATE TABLE public.outbox (id int, body text)";
+    let err = refusal_of_a_table_made_by(create, &outbox("Outbox").build()).await;
 
     assert_eq!(err.reason(), Reason::NotABrighterTable);
     assert_eq!(
@@ -45,32 +54,23 @@ async fn a_table_without_headerbag_is_not_a_brighter_outbox() {
 
 #[tokio::test]
 async fn a_table_missing_v1_columns_matches_no_known_version() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
-    client
-        .batch_execute("CREATE TABLE public.inbox (commandbody text, commandid text)")
-        .await
-        .unwrap();
+    let create = "CREATE TABLE public.inbox (commandbody text, commandid text)";
+    let err = refusal_of_a_table_made_by(create, &inbox("Inbox").build()).await;
 
-    let err = fails_without_change(&db, &inbox("Inbox").build()).await;
-
-    assert_eq!(err.reason(), Reason::UnknownSchemaVersion);
-    assert!(err.to_string().contains("commandtype"), "{err}");
+    assert_says(&err, Reason::UnknownSchemaVersion, &["commandtype"]);
 }
 
 #[tokio::test]
 async fn a_text_outbox_asked_as_binary_is_a_payload_mismatch() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     outbox_at(&client, "public.outbox", 3, 0).await;
 
     let err = fails_without_change(&db, &outbox("Outbox").binary().build()).await;
 
-    assert_eq!(err.reason(), Reason::PayloadMismatch);
-    let text = err.to_string();
-    assert!(
-        text.contains("is text") && text.contains("Binary") && text.contains("bytea"),
-        "{text}"
+    assert_says(
+        &err,
+        Reason::PayloadMismatch,
+        &["is text", "Binary", "bytea"],
     );
 }
 
@@ -81,8 +81,7 @@ async fn a_binary_outbox_asked_as_text_is_a_payload_mismatch_even_with_history()
 
     let err = fails_without_change(&db, &outbox("Outbox").build()).await;
 
-    assert_eq!(err.reason(), Reason::PayloadMismatch);
-    assert!(err.to_string().contains("is bytea"), "{err}");
+    assert_says(&err, Reason::PayloadMismatch, &["is bytea"]);
 }
 
 #[tokio::test]
@@ -94,12 +93,7 @@ async fn a_json_inbox_asked_as_jsonb_is_a_payload_mismatch() {
 
     let err = fails_without_change(&db, &inbox("Inbox").payload(Payload::Jsonb).build()).await;
 
-    assert_eq!(err.reason(), Reason::PayloadMismatch);
-    let text = err.to_string();
-    assert!(
-        text.contains("is json ") && text.contains("Jsonb"),
-        "{text}"
-    );
+    assert_says(&err, Reason::PayloadMismatch, &["is json ", "Jsonb"]);
 }
 
 #[tokio::test]
@@ -108,8 +102,7 @@ async fn a_missing_schema_is_reported_and_not_created() {
 
     let err = fails_without_change(&db, &outbox("Outbox").in_schema("nowhere").build()).await;
 
-    assert_eq!(err.reason(), Reason::SchemaNotFound);
-    assert!(err.to_string().contains("does not create schemas"), "{err}");
+    assert_says(&err, Reason::SchemaNotFound, &["does not create schemas"]);
     let per_schema = fails_without_change(
         &db,
         &outbox("Outbox").in_schema("nowhere").per_schema().build(),
@@ -120,21 +113,16 @@ async fn a_missing_schema_is_reported_and_not_created() {
 
 #[tokio::test]
 async fn a_table_dropped_while_its_history_remains_says_how_to_fix_it() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     run(&db, &outbox("Outbox").build()).await.unwrap();
-    client
-        .batch_execute("DROP TABLE public.outbox")
-        .await
-        .unwrap();
+    client.batch("DROP TABLE public.outbox").await;
 
     let err = fails_without_change(&db, &outbox("Outbox").build()).await;
 
-    assert_eq!(err.reason(), Reason::TableMissing);
-    let text = err.to_string();
-    assert!(
-        text.contains("delete those history rows or recreate the table"),
-        "{text}"
+    assert_says(
+        &err,
+        Reason::TableMissing,
+        &["delete those history rows or recreate the table"],
     );
 }
 
@@ -172,10 +160,9 @@ const BLOCK_CREATE_INDEX: &str = "
 
 #[tokio::test]
 async fn a_step_failing_midway_rolls_back_everything_including_the_history_table() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     outbox_at(&client, "public.outbox", 2, 2).await;
-    client.batch_execute(BLOCK_CREATE_INDEX).await.unwrap();
+    client.batch(BLOCK_CREATE_INDEX).await;
 
     let err = fails_without_change(&db, &outbox("Outbox").build()).await;
 
@@ -205,10 +192,7 @@ async fn a_step_failing_midway_rolls_back_everything_including_the_history_table
         "V3 rolled back: {names:?}"
     );
 
-    client
-        .batch_execute("DROP EVENT TRIGGER block_create_index")
-        .await
-        .unwrap();
+    client.batch("DROP EVENT TRIGGER block_create_index").await;
     let outcome = run(&db, &outbox("Outbox").build()).await.unwrap();
     assert_eq!((outcome.from_version, outcome.to_version), (2, 8));
 }
@@ -217,8 +201,7 @@ async fn a_step_failing_midway_rolls_back_everything_including_the_history_table
 /// transaction left open), failing the test unless the run ends in an error within 60 s. Returns
 /// a session of the test, the busy session, and the error.
 async fn run_on_a_busy_v6_outbox(plan: &Plan) -> (Client, Client, RunError) {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     outbox_at(&client, "public.outbox", 6, 1).await;
     let busy = hold_access_share(&db, "public.outbox").await;
     let err = tokio::time::timeout(Duration::from_secs(60), run(&db, plan))
@@ -247,7 +230,7 @@ async fn a_ddl_lock_timeout_makes_a_step_on_a_busy_table_fail_quickly() {
         ),
         "{err}"
     );
-    busy.batch_execute("ROLLBACK").await.unwrap();
+    busy.batch("ROLLBACK").await;
     assert_eq!(advisory_locks(&client).await, 0);
     assert!(!history_exists(&client, "public").await);
 }
@@ -261,27 +244,25 @@ async fn a_statement_timeout_fails_the_step_and_rolls_back() {
 
     assert_eq!(err.reason(), Reason::MigrationFailed);
     assert!(chain(&err).contains("57014"), "{}", chain(&err));
-    busy.batch_execute("ROLLBACK").await.unwrap();
+    busy.batch("ROLLBACK").await;
     assert!(!history_exists(&client, "public").await);
 }
 
 #[tokio::test]
 async fn a_history_row_failing_after_its_ddl_in_the_same_batch_rolls_back_the_table_and_releases_the_lock()
  {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     // The history table exists with Brighter's shape, and refuses every row: the fresh table's
     // DDL succeeds, then the last statement of the same batch fails.
     client
-        .batch_execute(&format!(
+        .batch(&format!(
             "{}; CREATE FUNCTION refuse_history() RETURNS trigger LANGUAGE plpgsql AS \
              $$BEGIN RAISE EXCEPTION 'history row refused by the test'; END$$; \
              CREATE TRIGGER refuse_history BEFORE INSERT ON public.\"__BrighterMigrationHistory\" \
              FOR EACH ROW EXECUTE FUNCTION refuse_history()",
             boxtable_operator::migrate::history::HistoryTable::Public.create_sql()
         ))
-        .await
-        .unwrap();
+        .await;
 
     let err = fails_without_change(&db, &outbox("Outbox").build()).await;
 
@@ -294,17 +275,15 @@ async fn a_history_row_failing_after_its_ddl_in_the_same_batch_rolls_back_the_ta
     assert!(columns(&client, "public", "outbox").await.is_empty());
 
     client
-        .batch_execute("DROP TRIGGER refuse_history ON public.\"__BrighterMigrationHistory\"")
-        .await
-        .unwrap();
+        .batch("DROP TRIGGER refuse_history ON public.\"__BrighterMigrationHistory\"")
+        .await;
     let outcome = run(&db, &outbox("Outbox").build()).await.unwrap();
     assert_eq!(outcome.to_version, 8);
 }
 
 #[tokio::test]
 async fn a_replay_index_name_another_table_holds_once_cut_to_63_bytes_is_refused_naming_both() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     // Both names are 61 bytes: Brighter's idx_<table>_causationid is cut to the same 63 bytes,
     // idx_<stem>.
     let stem = "order_events_of_the_shop_for_every_tenant_and_every_regions";

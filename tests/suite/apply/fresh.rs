@@ -1,6 +1,7 @@
 //! Fresh installs: the latest shape, exactly one history row, and a second run that changes nothing.
 
 use crate::support;
+use crate::support::Sql;
 
 // Shared test helpers below are plain functions, which clippy.toml's in-test allowances do not cover.
 
@@ -58,13 +59,9 @@ fn expected_inbox(payload: &str) -> Vec<ColumnRow> {
 
 /// A fresh database with `schema` created in it (unless it is `public`), and a connection to it.
 async fn db_with_schema(schema: &str) -> (support::TestDb, tokio_postgres::Client) {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     if schema != "public" {
-        client
-            .batch_execute(&format!("CREATE SCHEMA \"{schema}\""))
-            .await
-            .unwrap();
+        client.batch(&format!("CREATE SCHEMA \"{schema}\"")).await;
     }
     (db, client)
 }
@@ -105,10 +102,7 @@ async fn fresh_outbox_has_the_latest_shape_and_one_history_row(
 
     let outcome = run(&db, &plan).await.unwrap();
 
-    assert_eq!(
-        (outcome.path, outcome.from_version, outcome.to_version),
-        (RunPath::Fresh, 0, 8)
-    );
+    assert_eq!(path_and_versions(&outcome), (RunPath::Fresh, 0, 8));
     assert_eq!(
         columns(&client, schema, "outbox").await,
         expected_outbox(sql_type)
@@ -126,23 +120,18 @@ async fn fresh_outbox_has_the_latest_shape_and_one_history_row(
     assert_one_fresh_install_row(&client, schema, "outbox", 8).await;
     assert_eq!(advisory_locks(&client).await, 0);
 
-    let before = snapshot(&client).await;
-    let again = run(&db, &plan).await.unwrap();
-    assert_eq!(
-        (again.path, again.from_version, again.to_version),
-        (RunPath::UpToDate, 8, 8)
-    );
-    assert_eq!(snapshot(&client).await, before);
+    assert_up_to_date_and_unchanged(&db, &client, &plan, 8).await;
 }
 
 #[tokio::test]
-async fn fresh_text_outbox_in_public_is_created_at_v8_and_a_second_run_changes_nothing() {
-    fresh_outbox_has_the_latest_shape_and_one_history_row("public", Payload::Text, "text").await;
-}
-
-#[tokio::test]
-async fn fresh_binary_outbox_in_another_schema_has_a_bytea_body() {
-    fresh_outbox_has_the_latest_shape_and_one_history_row("sales", Payload::Binary, "bytea").await;
+async fn a_fresh_text_outbox_in_public_or_binary_one_in_another_schema_is_created_at_v8_with_its_body_type_and_a_second_run_changes_nothing()
+ {
+    for (schema, payload, body_type) in [
+        ("public", Payload::Text, "text"),
+        ("sales", Payload::Binary, "bytea"),
+    ] {
+        fresh_outbox_has_the_latest_shape_and_one_history_row(schema, payload, body_type).await;
+    }
 }
 
 async fn fresh_inbox_has_the_latest_shape_and_one_history_row(
@@ -171,37 +160,26 @@ async fn fresh_inbox_has_the_latest_shape_and_one_history_row(
     );
     assert_one_fresh_install_row(&client, schema, "inbox", 2).await;
 
-    let before = snapshot(&client).await;
-    assert_eq!(run(&db, &plan).await.unwrap().path, RunPath::UpToDate);
-    assert_eq!(snapshot(&client).await, before);
+    assert_up_to_date_and_unchanged(&db, &client, &plan, 2).await;
 }
 
 #[tokio::test]
-async fn fresh_text_inbox_in_public_is_created_at_v2() {
-    fresh_inbox_has_the_latest_shape_and_one_history_row("public", Payload::Text, "text").await;
-}
-
-#[tokio::test]
-async fn fresh_binary_inbox_in_another_schema_has_a_bytea_commandbody() {
-    fresh_inbox_has_the_latest_shape_and_one_history_row("messaging", Payload::Binary, "bytea")
-        .await;
-}
-
-#[tokio::test]
-async fn fresh_jsonb_inbox_has_a_jsonb_commandbody() {
-    fresh_inbox_has_the_latest_shape_and_one_history_row("public", Payload::Jsonb, "jsonb").await;
-}
-
-#[tokio::test]
-async fn fresh_json_inbox_has_a_json_commandbody() {
-    fresh_inbox_has_the_latest_shape_and_one_history_row("public", Payload::Json, "json").await;
+async fn a_fresh_inbox_of_each_payload_is_created_at_v2_with_a_commandbody_of_that_type() {
+    // Text in public, binary (bytea) in another schema, jsonb and json.
+    for (schema, payload, body_type) in [
+        ("public", Payload::Text, "text"),
+        ("messaging", Payload::Binary, "bytea"),
+        ("public", Payload::Jsonb, "jsonb"),
+        ("public", Payload::Json, "json"),
+    ] {
+        fresh_inbox_has_the_latest_shape_and_one_history_row(schema, payload, body_type).await;
+    }
 }
 
 #[tokio::test]
 async fn reserved_word_table_order_is_created_and_mixed_case_names_are_one_table() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
-    client.batch_execute("CREATE SCHEMA sales").await.unwrap();
+    let (db, client) = support::fresh_db_and_client().await;
+    client.batch("CREATE SCHEMA sales").await;
 
     let first = run(&db, &outbox("Order").in_schema("Sales").build())
         .await
@@ -235,8 +213,7 @@ async fn reserved_word_table_order_is_created_and_mixed_case_names_are_one_table
 
 #[tokio::test]
 async fn a_fresh_install_below_the_latest_target_stops_there_and_a_later_run_continues() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
 
     let at5 = run(&db, &outbox("Outbox").target(5).build()).await.unwrap();
     assert_eq!(
@@ -250,10 +227,7 @@ async fn a_fresh_install_below_the_latest_target_stops_there_and_a_later_run_con
     );
 
     let latest = run(&db, &outbox("Outbox").build()).await.unwrap();
-    assert_eq!(
-        (latest.path, latest.from_version, latest.to_version),
-        (RunPath::Normal, 5, 8)
-    );
+    assert_eq!(path_and_versions(&latest), (RunPath::Normal, 5, 8));
     assert_eq!(
         history_versions(&client, "public").await,
         [

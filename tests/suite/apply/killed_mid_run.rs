@@ -23,8 +23,7 @@ struct KillResult {
 
 /// A V1 outbox with data rows in a fresh database, with the DDL hook installed.
 async fn v1_outbox_with_hook() -> (support::TestDb, tokio_postgres::Client) {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     migrate_support_outbox_v1(&client).await;
     install_ddl_hook(&client).await;
     (db, client)
@@ -32,13 +31,12 @@ async fn v1_outbox_with_hook() -> (support::TestDb, tokio_postgres::Client) {
 
 async fn migrate_support_outbox_v1(client: &tokio_postgres::Client) {
     client
-        .batch_execute(
+        .batch(
             "CREATE TABLE public.outbox (Id BIGSERIAL PRIMARY KEY, MessageId UUID UNIQUE NOT NULL, \
              Topic VARCHAR(255), MessageType VARCHAR(32), Timestamp timestamptz, \
              HeaderBag TEXT, Body TEXT)",
         )
-        .await
-        .unwrap();
+        .await;
     client
         .execute(
             "INSERT INTO public.outbox (MessageId, Topic, Body) \
@@ -146,9 +144,8 @@ async fn the_bootstrap_has_exactly_the_counted_ddl_statements() {
     set_db_setting(&client, &db.name, "fail_at", None).await;
     let client2 = support::connect(&db.url).await;
     client2
-        .batch_execute("DROP TABLE public.\"__BrighterMigrationHistory\"; DROP TABLE public.outbox")
-        .await
-        .unwrap();
+        .batch("DROP TABLE public.\"__BrighterMigrationHistory\"; DROP TABLE public.outbox")
+        .await;
     migrate_support_outbox_v1(&client2).await;
     set_db_setting(&client, &db.name, "fail_at", Some(BOOTSTRAP_DDL_STATEMENTS)).await;
     let run = migrate(&manifest, &db.url).await;

@@ -6,6 +6,7 @@ use boxtable_operator::migrate::RunPath;
 use boxtable_operator::report::chain;
 
 use crate::support;
+use crate::support::Sql;
 use crate::support::advisory_locks;
 use crate::support::migrate::*;
 
@@ -13,8 +14,7 @@ const V9: &str = "Add a column a newer Brighter knows";
 
 #[tokio::test]
 async fn a_v9_history_row_is_up_to_date_at_v9_and_changes_nothing() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     run(&db, &outbox("Outbox").build()).await.unwrap();
     write_history(&client, "public", "public", "outbox", 9, V9).await;
     let before = snapshot(&client).await;
@@ -38,9 +38,8 @@ async fn a_v9_history_row_is_up_to_date_at_v9_and_changes_nothing() {
 
 #[tokio::test]
 async fn a_v9_history_row_is_up_to_date_under_the_lock_too() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
-    client.batch_execute("CREATE SCHEMA sales").await.unwrap();
+    let (db, client) = support::fresh_db_and_client().await;
+    client.batch("CREATE SCHEMA sales").await;
     let plan = outbox("Outbox").in_schema("sales").per_schema().build();
     run(&db, &plan).await.unwrap();
     write_history(&client, "sales", "sales", "outbox", 9, V9).await;
@@ -58,8 +57,7 @@ async fn a_v9_history_row_is_up_to_date_under_the_lock_too() {
 
 #[tokio::test]
 async fn a_v9_history_row_without_its_table_is_still_a_missing_table() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     write_history(&client, "public", "public", "outbox", 9, V9).await;
 
     let err = fails_without_change(&db, &outbox("Outbox").build()).await;
@@ -69,8 +67,7 @@ async fn a_v9_history_row_without_its_table_is_still_a_missing_table() {
 
 #[tokio::test]
 async fn the_migrate_command_reports_a_v9_table_ready_ahead_of_the_operator_and_exits_0() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     run(&db, &outbox("Outbox").build()).await.unwrap();
     write_history(&client, "public", "public", "outbox", 9, V9).await;
     let dir = tempfile::tempdir().unwrap();

@@ -32,18 +32,42 @@ const HISTORY: &str = "\"public\".\"__BrighterMigrationHistory\"";
 /// every reader, and returns the session ready for [`commit_table_at_v8`].
 async fn winner_blocking_history_reads(db: &support::TestDb, table: &str) -> Client {
     let winner = db.connect().await;
-    let key = LockIdentity::for_table(&QualifiedName::parse(None, table).unwrap()).key();
+    support::reliability::hold_brighter_lock(&winner, table).await;
     winner
-        .query_one("SELECT pg_advisory_lock($1)", &[&key])
-        .await
-        .unwrap();
-    winner
-        .batch_execute(&format!(
+        .batch(&format!(
             "BEGIN; LOCK TABLE {HISTORY} IN ACCESS EXCLUSIVE MODE"
         ))
-        .await
-        .unwrap();
+        .await;
     winner
+}
+
+/// A database whose history table exists (table `Other` is at V8), a client on it, and a winner
+/// ([`winner_blocking_history_reads`]) of `outbox`'s lock holding the history table against
+/// every reader.
+async fn history_held_by_a_winner_of_outbox() -> (Arc<support::TestDb>, Client, Client) {
+    let db = Arc::new(support::fresh_db().await);
+    run(&db, &outbox("Other").build()).await.unwrap();
+    let client = db.connect().await;
+    let winner = winner_blocking_history_reads(&db, "outbox").await;
+    (db, client, winner)
+}
+
+/// Lets the winner commit `outbox` at V8 once a reader is queued on the history table, and
+/// returns what `task` (the `what` under test) came to, failing the test unless it succeeded
+/// within [`DEADLINE`].
+async fn finished_once_the_winner_commits<T>(
+    what: &str,
+    client: &Client,
+    winner: &Client,
+    task: tokio::task::JoinHandle<Result<T, migrate::RunError>>,
+) -> T {
+    wait_for_a_reader_blocked_on_history(client).await;
+    commit_table_at_v8(winner, "outbox").await;
+    tokio::time::timeout(DEADLINE, task)
+        .await
+        .unwrap_or_else(|_| panic!("the {what} did not finish within {DEADLINE:?}"))
+        .unwrap()
+        .unwrap_or_else(|e| panic!("the {what} failed: {}", chain(&e)))
 }
 
 /// In the winner's open transaction: creates `table` at V8 with its history row, commits, and
@@ -51,7 +75,7 @@ async fn winner_blocking_history_reads(db: &support::TestDb, table: &str) -> Cli
 async fn commit_table_at_v8(winner: &Client, table: &str) {
     let name = QualifiedName::parse(None, table).unwrap();
     for sql in fresh_statements(BoxKind::Outbox, Payload::Text, &name, 8) {
-        winner.batch_execute(&sql).await.unwrap();
+        winner.batch(&sql).await;
     }
     winner
         .execute(
@@ -63,7 +87,7 @@ async fn commit_table_at_v8(winner: &Client, table: &str) {
         )
         .await
         .unwrap();
-    winner.batch_execute("COMMIT").await.unwrap();
+    winner.batch("COMMIT").await;
     let key = LockIdentity::for_table(&name).key();
     winner
         .query_one("SELECT pg_advisory_unlock($1)", &[&key])
@@ -96,22 +120,13 @@ async fn wait_for_a_reader_blocked_on_history(client: &Client) {
 #[tokio::test]
 async fn a_winner_committing_between_the_readers_reads_leaves_the_reader_up_to_date_without_the_lock()
  {
-    let db = Arc::new(support::fresh_db().await);
-    run(&db, &outbox("Other").build()).await.unwrap();
-    let client = db.connect().await;
-    let winner = winner_blocking_history_reads(&db, "outbox").await;
+    let (db, client, winner) = history_held_by_a_winner_of_outbox().await;
 
     let reader = {
         let db = db.clone();
         tokio::spawn(async move { run(&db, &outbox("Outbox").build()).await })
     };
-    wait_for_a_reader_blocked_on_history(&client).await;
-    commit_table_at_v8(&winner, "outbox").await;
-    let outcome = tokio::time::timeout(DEADLINE, reader)
-        .await
-        .expect("the reader finished")
-        .unwrap()
-        .unwrap_or_else(|e| panic!("the reader failed: {}", chain(&e)));
+    let outcome = finished_once_the_winner_commits("reader", &client, &winner, reader).await;
 
     assert_eq!(outcome.path, RunPath::UpToDate);
     assert_eq!(outcome.to_version, 8);
@@ -133,10 +148,7 @@ async fn a_winner_committing_between_the_readers_reads_leaves_the_reader_up_to_d
 
 #[tokio::test]
 async fn an_observation_between_the_catalog_and_the_history_sees_one_snapshot() {
-    let db = Arc::new(support::fresh_db().await);
-    run(&db, &outbox("Other").build()).await.unwrap();
-    let client = db.connect().await;
-    let winner = winner_blocking_history_reads(&db, "outbox").await;
+    let (db, client, winner) = history_held_by_a_winner_of_outbox().await;
 
     let observer = {
         let db = db.clone();
@@ -145,13 +157,7 @@ async fn an_observation_between_the_catalog_and_the_history_sees_one_snapshot() 
             migrate::observe(&session, &outbox("Outbox").build()).await
         })
     };
-    wait_for_a_reader_blocked_on_history(&client).await;
-    commit_table_at_v8(&winner, "outbox").await;
-    let seen = tokio::time::timeout(DEADLINE, observer)
-        .await
-        .expect("the observation finished")
-        .unwrap()
-        .unwrap_or_else(|e| panic!("the observation failed: {}", chain(&e)));
+    let seen = finished_once_the_winner_commits("observation", &client, &winner, observer).await;
 
     // The snapshot was taken before the winner committed: no table and no history, consistently.
     assert_eq!(seen.would, RunPath::Fresh, "{seen:?}");

@@ -43,14 +43,13 @@ fn outbox_history_upgraded_from(n: u32) -> Vec<(i32, String)> {
 #[tokio::test]
 async fn an_outbox_at_each_version_v1_to_v7_is_stamped_then_upgraded_and_keeps_its_rows() {
     for n in 1..=7u32 {
-        let db = support::fresh_db().await;
-        let client = db.connect().await;
+        let (db, client) = support::fresh_db_and_client().await;
         outbox_at(&client, "public.outbox", n, 3).await;
 
         let outcome = run(&db, &outbox("Outbox").build()).await.unwrap();
 
         assert_eq!(
-            (outcome.path, outcome.from_version, outcome.to_version),
+            path_and_versions(&outcome),
             (RunPath::Bootstrap, n, 8),
             "table shaped at V{n}"
         );
@@ -85,8 +84,7 @@ async fn an_outbox_at_each_version_v1_to_v7_is_stamped_then_upgraded_and_keeps_i
 
 #[tokio::test]
 async fn a_2019_outbox_with_a_uuid_messageid_detects_as_v2() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     outbox_at(&client, "public.outbox", 2, 1).await;
 
     let outcome = run(&db, &outbox("Outbox").build()).await.unwrap();
@@ -105,26 +103,20 @@ async fn a_2019_outbox_with_a_uuid_messageid_detects_as_v2() {
 
 #[tokio::test]
 async fn an_inbox_at_v1_is_stamped_then_gets_causationid_and_keeps_its_rows() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     client
-        .batch_execute(&INBOX_V1_HISTORICAL.replace("{t}", "public.inbox"))
-        .await
-        .unwrap();
+        .batch(&INBOX_V1_HISTORICAL.replace("{t}", "public.inbox"))
+        .await;
     client
-        .batch_execute(
+        .batch(
             "INSERT INTO public.inbox (CommandId, CommandType, CommandBody, ContextKey) \
              VALUES (gen_random_uuid(), 'Greet', '{}', 'ctx')",
         )
-        .await
-        .unwrap();
+        .await;
 
     let outcome = run(&db, &inbox("Inbox").build()).await.unwrap();
 
-    assert_eq!(
-        (outcome.path, outcome.from_version, outcome.to_version),
-        (RunPath::Bootstrap, 1, 2)
-    );
+    assert_eq!(path_and_versions(&outcome), (RunPath::Bootstrap, 1, 2));
     assert_eq!(
         history_versions(&client, "public").await,
         [
@@ -144,8 +136,7 @@ async fn an_inbox_at_v1_is_stamped_then_gets_causationid_and_keeps_its_rows() {
 #[tokio::test]
 async fn the_normal_path_applies_only_the_steps_above_the_history() {
     for n in 2..=7u32 {
-        let db = support::fresh_db().await;
-        let client = db.connect().await;
+        let (db, client) = support::fresh_db_and_client().await;
         outbox_at(&client, "public.outbox", n, 1).await;
         write_history(
             &client,
@@ -159,10 +150,7 @@ async fn the_normal_path_applies_only_the_steps_above_the_history() {
 
         let outcome = run(&db, &outbox("outbox").build()).await.unwrap();
 
-        assert_eq!(
-            (outcome.path, outcome.from_version, outcome.to_version),
-            (RunPath::Normal, n, 8)
-        );
+        assert_eq!(path_and_versions(&outcome), (RunPath::Normal, n, 8));
         assert_eq!(
             history_versions(&client, "public").await,
             outbox_history_upgraded_from(n),
@@ -173,8 +161,7 @@ async fn the_normal_path_applies_only_the_steps_above_the_history() {
 
 #[tokio::test]
 async fn a_table_above_the_target_is_left_alone_and_reported() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     run(&db, &outbox("Outbox").build()).await.unwrap();
     let before = snapshot(&client).await;
 
@@ -202,9 +189,8 @@ const BRIGHTER_FRESH_OUTBOX: &str = "CREATE TABLE IF NOT EXISTS outbox (
 
 #[tokio::test]
 async fn a_database_brighter_provisioned_is_up_to_date_and_left_unchanged() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
-    client.batch_execute(BRIGHTER_FRESH_OUTBOX).await.unwrap();
+    let (db, client) = support::fresh_db_and_client().await;
+    client.batch(BRIGHTER_FRESH_OUTBOX).await;
     write_history(
         &client,
         "public",
@@ -214,21 +200,13 @@ async fn a_database_brighter_provisioned_is_up_to_date_and_left_unchanged() {
         "fresh install at V8",
     )
     .await;
-    let before = snapshot(&client).await;
 
-    let outcome = run(&db, &outbox("Outbox").build()).await.unwrap();
-
-    assert_eq!(
-        (outcome.path, outcome.from_version, outcome.to_version),
-        (RunPath::UpToDate, 8, 8)
-    );
-    assert_eq!(snapshot(&client).await, before);
+    assert_up_to_date_and_unchanged(&db, &client, &outbox("Outbox").build(), 8).await;
 }
 
 #[tokio::test]
 async fn the_operator_writes_the_history_table_and_rows_brighter_writes() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     outbox_at(&client, "public.outbox", 4, 0).await;
 
     run(&db, &outbox("OUTBOX").build()).await.unwrap();

@@ -4,14 +4,12 @@
 //! drop finished, one deleted while its passes failed, and a Secret deleted while a BoxTable
 //! still names it.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use boxtable_operator::telemetry::CacheEntries;
 
 use crate::support::controller::*;
 
-/// No resync comes during the test.
-const NO_RESYNC: Duration = Duration::from_secs(3600);
 /// Well under the periodic sweep (a minute): the entries go on the events, not on the sweep.
 const FORGOTTEN_WITHIN: Duration = Duration::from_secs(20);
 
@@ -22,23 +20,18 @@ async fn wait_entries(
     within: Duration,
     expected: impl Fn(CacheEntries) -> bool,
 ) -> CacheEntries {
-    let started = Instant::now();
-    loop {
-        let entries = h.cache_entries();
-        if expected(entries) {
-            return entries;
-        }
-        assert!(
-            started.elapsed() < within,
-            "gave up waiting for {what} after {within:?}; entries now {entries:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_for_value(
+        what,
+        within,
+        || async { h.cache_entries() },
+        |entries| expected(*entries),
+    )
+    .await
 }
 
 #[tokio::test]
 async fn every_cache_entry_goes_when_its_boxtable_or_secret_is_deleted_retain_or_drop() {
-    let h = Harness::builder().resync(NO_RESYNC).start().await;
+    let h = Harness::without_resync().await;
     h.create_secret_named("drop-db").await;
     h.create_secret_named("gone-db").await;
     h.create_secret_data(

@@ -48,8 +48,7 @@ async fn after_a_restart_current_boxtables_are_passed_over_the_interval_and_new_
     let before = h.reconciles();
     h.restart();
     let restarted = Instant::now();
-    h.apply(boxtable("newcomer").table("newcomer")).await;
-    h.wait_ready("newcomer").await;
+    h.apply_ready(boxtable("newcomer").table("newcomer")).await;
     h.wait_for(&name(0), "the changed spec Ready", |bt| {
         bt.status.as_ref().and_then(|s| s.observed_generation) == changed_generation && is_ready(bt)
     })

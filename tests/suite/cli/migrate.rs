@@ -48,17 +48,23 @@ fn write(dir: &Path, name: &str, body: &str) -> String {
     path.to_str().unwrap().to_owned()
 }
 
+/// Writes `manifests` to `dir/name`, runs `migrate -f` on the file, and asserts that it succeeded
+/// and that the first BoxTable printed was migrated.
+fn assert_migrates(dir: &Path, name: &str, manifests: &str) {
+    let file = write(dir, name, manifests);
+    let out = migrate(&["-f", &file], None).output().unwrap();
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert_eq!(ready_reason(&statuses(&stdout)[0]).1, "Migrated");
+}
+
 const OUTBOX: &str = "apiVersion: brighter.dev/v1alpha1\nkind: BoxTable\nmetadata:\n  name: orders\n  namespace: shop\n\
 spec:\n  box: Outbox\n  database:\n    secretRef:\n      name: shop-db\n";
 
 #[tokio::test]
 async fn the_examples_are_provisioned_and_every_status_is_printed_ready() {
     let db = support::fresh_db().await;
-    db.connect()
-        .await
-        .batch_execute("CREATE SCHEMA billing")
-        .await
-        .unwrap();
+    db.connect().await.batch("CREATE SCHEMA billing").await;
 
     let out = migrate(&["-f", "examples/", "--concurrency", "2"], Some(&db.url))
         .output()
@@ -235,7 +241,7 @@ async fn many_tables_share_at_most_concurrency_sessions() {
     // A trigger records the backend that wrote each history row, so the sessions that migrated
     // can be counted on every supported PostgreSQL (pg_stat_database.sessions only exists from 14).
     client
-        .batch_execute(&format!(
+        .batch(&format!(
             "{};
              CREATE TABLE public.writers (pid int NOT NULL);
              CREATE FUNCTION public.note_writer() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -244,8 +250,7 @@ async fn many_tables_share_at_most_concurrency_sessions() {
                FOR EACH ROW EXECUTE FUNCTION public.note_writer();",
             support::migrate::create_history_table("public")
         ))
-        .await
-        .unwrap();
+        .await;
 
     let out = migrate(&["-f", &file, "--concurrency", "2"], Some(&db.url))
         .output()
@@ -280,9 +285,8 @@ async fn a_run_prints_the_drifted_condition_the_controller_writes_and_the_plan_r
     // An extra NOT NULL column without a default: every insert Brighter makes fails.
     db.connect()
         .await
-        .batch_execute("ALTER TABLE public.outbox ADD COLUMN shard int NOT NULL")
-        .await
-        .unwrap();
+        .batch("ALTER TABLE public.outbox ADD COLUMN shard int NOT NULL")
+        .await;
 
     let out = migrate(&["-f", &file], Some(&db.url)).output().unwrap();
     let (stdout, stderr) = text(&out);
@@ -411,15 +415,11 @@ async fn a_secret_with_separate_keys_as_cloudnativepg_and_crossplane_write_them_
         "      name: shop-db\n",
         "      name: shop-db\n      keys: {}\n    parameters:\n      sslmode: disable\n      connect_timeout: 5\n",
     );
-    let file = write(
+    assert_migrates(
         dir.path(),
         "cnpg.yaml",
         &format!("{cnpg}---\n{cnpg_outbox}"),
     );
-    let out = migrate(&["-f", &file], None).output().unwrap();
-    let (stdout, stderr) = text(&out);
-    assert!(out.status.success(), "{stdout}\n{stderr}");
-    assert_eq!(ready_reason(&statuses(&stdout)[0]).1, "Migrated");
 
     // Crossplane's connection Secret: the host is `endpoint`, the user `username`.
     let crossplane = secret_manifest(&[
@@ -433,28 +433,22 @@ async fn a_secret_with_separate_keys_as_cloudnativepg_and_crossplane_write_them_
         "      name: shop-db\n",
         "      name: shop-db\n      keys:\n        host: endpoint\n        user: username\n        dbname: database\n",
     );
-    let file = write(
+    assert_migrates(
         dir.path(),
         "crossplane.yaml",
         &format!("{crossplane}---\n{crossplane_inbox}"),
     );
-    let out = migrate(&["-f", &file], None).output().unwrap();
-    let (stdout, stderr) = text(&out);
-    assert!(out.status.success(), "{stdout}\n{stderr}");
-    assert_eq!(ready_reason(&statuses(&stdout)[0]).1, "Migrated");
 }
 
 #[tokio::test]
 async fn a_table_locked_by_a_long_transaction_fails_the_migration_after_the_default_ddl_lock_timeout()
  {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     support::migrate::outbox_at(&client, "public.outbox", 6, 1).await;
     let holder = db.connect().await;
     holder
-        .batch_execute("BEGIN; LOCK TABLE public.outbox IN ACCESS EXCLUSIVE MODE")
-        .await
-        .unwrap();
+        .batch("BEGIN; LOCK TABLE public.outbox IN ACCESS EXCLUSIVE MODE")
+        .await;
     let dir = tempfile::tempdir().unwrap();
     let file = write(dir.path(), "outbox.yaml", OUTBOX);
 
@@ -480,7 +474,7 @@ async fn a_table_locked_by_a_long_transaction_fails_the_migration_after_the_defa
         "{message}"
     );
     assert!(took >= std::time::Duration::from_secs(10), "{took:?}");
-    holder.batch_execute("ROLLBACK").await.unwrap();
+    holder.batch("ROLLBACK").await;
     assert_eq!(support::advisory_locks(&client).await, 0);
 }
 

@@ -252,11 +252,10 @@ async fn a_wrong_password_is_an_authentication_failure_that_never_shows_the_pass
     let role = format!("bt_auth_{}", std::process::id());
     let secret = "Uniq-Pw-7f3c9e1a";
     admin
-        .batch_execute(&format!(
+        .batch(&format!(
             "DROP ROLE IF EXISTS {role}; CREATE ROLE {role} LOGIN PASSWORD '{secret}-right'"
         ))
-        .await
-        .unwrap();
+        .await;
     let ok = connect(
         &format!("postgres://{role}:{secret}-right@{host}:{port}/{db}"),
         "t",

@@ -4,7 +4,6 @@
 //! next pass failing.
 
 use std::collections::BTreeSet;
-use std::time::Duration;
 
 use boxtable_operator::db::PoolSettings;
 use k8s_openapi::api::core::v1::Secret;
@@ -12,6 +11,7 @@ use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
 use crate::support;
+use crate::support::Sql;
 use crate::support::controller::*;
 
 /// The sum of a metric's series whose line starts with `series`.
@@ -84,14 +84,13 @@ async fn role(h: &Harness, password: &str) -> String {
     let role = format!("ctl_{}", h.db.name);
     h.sql()
         .await
-        .batch_execute(&format!(
+        .batch(&format!(
             "CREATE ROLE \"{role}\" LOGIN PASSWORD '{password}'; \
              GRANT ALL ON DATABASE \"{}\" TO \"{role}\"; \
              GRANT ALL ON SCHEMA public TO \"{role}\";",
             h.db.name
         ))
-        .await
-        .unwrap();
+        .await;
     role
 }
 
@@ -110,8 +109,7 @@ async fn a_rotated_secret_starts_new_sessions_and_ends_the_old_backends() {
     let role = role(&h, "first-password").await;
     h.create_secret_with(&url_as(&h, &role, "first-password"))
         .await;
-    h.apply(boxtable("orders")).await;
-    h.wait_ready("orders").await;
+    h.apply_ready(boxtable("orders")).await;
     let old = operator_pids(&h).await;
     assert!(!old.is_empty());
 
@@ -119,9 +117,8 @@ async fn a_rotated_secret_starts_new_sessions_and_ends_the_old_backends() {
     // log in with the new one.
     h.sql()
         .await
-        .batch_execute(&format!("ALTER ROLE \"{role}\" PASSWORD 'second-password'"))
-        .await
-        .unwrap();
+        .batch(&format!("ALTER ROLE \"{role}\" PASSWORD 'second-password'"))
+        .await;
     Api::<Secret>::namespaced(h.client.clone(), &h.namespace)
         .patch(
             SECRET,
@@ -152,12 +149,8 @@ async fn a_rotated_secret_starts_new_sessions_and_ends_the_old_backends() {
 #[tokio::test]
 async fn a_pooled_session_terminated_by_the_server_is_replaced_and_the_next_pass_succeeds() {
     // No resync during the test: the only pass after the kill is the one requested below.
-    let h = Harness::builder()
-        .resync(Duration::from_secs(600))
-        .start()
-        .await;
-    h.apply(boxtable("orders")).await;
-    h.wait_ready("orders").await;
+    let h = Harness::without_resync().await;
+    h.apply_ready(boxtable("orders")).await;
     wait_until("the pass's session to be idle in the pool", || async {
         metric(&h, "boxtable_db_sessions_idle ") == 1.0
     })
@@ -175,15 +168,13 @@ async fn a_pooled_session_terminated_by_the_server_is_replaced_and_the_next_pass
     })
     .await;
     let failures = metric(&h, "boxtable_failures_total{");
-    let passes = h.reconciles();
 
-    h.annotate(
+    h.annotate_and_wait_for_a_pass(
         "orders",
         "brighter.dev/reconcile-requested-at",
         "2026-12-01T12:00:00Z",
     )
     .await;
-    wait_until("the requested pass", || async { h.reconciles() > passes }).await;
 
     assert_eq!(
         metric(&h, "boxtable_failures_total{"),

@@ -42,25 +42,20 @@ impl PoolEvents for Counts {
     fn sizes(&self, _: usize, _: usize) {}
 }
 
+/// How many times `why` was counted in `counts`.
+fn count_of(counts: &Mutex<HashMap<&'static str, u64>>, why: &str) -> u64 {
+    counts.lock().unwrap().get(why).copied().unwrap_or(0)
+}
+
 impl Counts {
     fn opened(&self, why: Opened) -> u64 {
-        self.opened
-            .lock()
-            .unwrap()
-            .get(why.as_str())
-            .copied()
-            .unwrap_or(0)
+        count_of(&self.opened, why.as_str())
     }
     fn opened_total(&self) -> u64 {
         self.opened.lock().unwrap().values().sum()
     }
     fn closed(&self, why: Closed) -> u64 {
-        self.closed
-            .lock()
-            .unwrap()
-            .get(why.as_str())
-            .copied()
-            .unwrap_or(0)
+        count_of(&self.closed, why.as_str())
     }
 }
 
@@ -358,24 +353,14 @@ async fn a_pass_waiting_for_a_free_session_returns_when_cancelled() {
 async fn role_with_password(db: &support::TestDb, client: &Client, password: &str) -> String {
     let role = format!("pool_{}", db.name);
     client
-        .batch_execute(&format!(
+        .batch(&format!(
             "CREATE ROLE \"{role}\" LOGIN PASSWORD '{password}'; \
              GRANT ALL ON DATABASE \"{}\" TO \"{role}\"; \
              GRANT ALL ON SCHEMA public TO \"{role}\";",
             db.name
         ))
-        .await
-        .unwrap();
+        .await;
     role
-}
-
-fn url_as(db: &support::TestDb, role: &str, password: &str) -> String {
-    let config = db.config();
-    let (host, port) = match (config.get_hosts().first(), config.get_ports().first()) {
-        (Some(tokio_postgres::config::Host::Tcp(h)), Some(p)) => (h.clone(), *p),
-        _ => panic!("DATABASE_URL must name a TCP host"),
-    };
-    format!("postgres://{role}:{password}@{host}:{port}/{}", db.name)
 }
 
 #[tokio::test]
@@ -384,7 +369,7 @@ async fn a_changed_connection_string_from_the_same_source_closes_the_old_session
     let observer = db.connect().await;
     let role = role_with_password(&db, &observer, "first-password").await;
     let (pool, counts) = pool(2);
-    let old_url = url_as(&db, &role, "first-password");
+    let old_url = db.url_as(&role, "first-password");
     migrate(&pool, &old_url, &outbox("outbox_a").build())
         .await
         .unwrap();
@@ -393,10 +378,9 @@ async fn a_changed_connection_string_from_the_same_source_closes_the_old_session
 
     // The password is rotated: the old session would still work, but the Secret says otherwise.
     observer
-        .batch_execute(&format!("ALTER ROLE \"{role}\" PASSWORD 'second-password'"))
-        .await
-        .unwrap();
-    let new_url = url_as(&db, &role, "second-password");
+        .batch(&format!("ALTER ROLE \"{role}\" PASSWORD 'second-password'"))
+        .await;
+    let new_url = db.url_as(&role, "second-password");
     migrate(&pool, &new_url, &outbox("outbox_b").build())
         .await
         .unwrap();

@@ -3,6 +3,7 @@
 //! pooling mode it migrates normally.
 
 use crate::support;
+use crate::support::Sql;
 use crate::support::advisory_locks;
 use crate::support::reliability::pooler::Pgbouncer;
 use crate::support::reliability::*;
@@ -18,7 +19,7 @@ async fn warm_up(url: &str) {
     let clients = futures::future::join_all((0..3).map(|_| support::connect(url))).await;
     let mut pids = Vec::new();
     for client in &clients {
-        client.batch_execute("BEGIN").await.unwrap();
+        client.batch("BEGIN").await;
         // Simple protocol: no prepared statement is left on the pooled server connection.
         let rows = client
             .simple_query("SELECT pg_backend_pid()")
@@ -34,16 +35,26 @@ async fn warm_up(url: &str) {
         pids.push(pid);
     }
     for client in &clients {
-        client.batch_execute("COMMIT").await.unwrap();
+        client.batch("COMMIT").await;
     }
     pids.sort_unstable();
     pids.dedup();
     assert_eq!(pids.len(), 3, "three open transactions on three backends");
 }
 
+/// A V1 outbox behind a PgBouncer pooling in `mode`, and `boxtable-operator migrate` of it run
+/// through the pooler.
+async fn migrate_behind(mode: &str) -> (support::TestDb, Pgbouncer, MigrateRun) {
+    let (db, bouncer, url) = outbox_behind(mode).await;
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = write_outbox_manifest(dir.path(), "outbox", "");
+    let run = migrate(&manifest, &url).await;
+    (db, bouncer, run)
+}
+
 async fn outbox_behind(mode: &str) -> (support::TestDb, Pgbouncer, String) {
     let db = support::fresh_db().await;
-    db.connect().await.batch_execute(V1_OUTBOX).await.unwrap();
+    db.connect().await.batch(V1_OUTBOX).await;
     let upstream = db.config();
     let bouncer = tokio::task::spawn_blocking({
         let upstream = upstream.clone();
@@ -59,19 +70,14 @@ async fn outbox_behind(mode: &str) -> (support::TestDb, Pgbouncer, String) {
 
 #[tokio::test]
 async fn transaction_pooling_is_detected_and_refused_as_lock_lost_leaving_no_lock() {
-    let (db, bouncer, url) = outbox_behind("transaction").await;
-    let dir = tempfile::tempdir().unwrap();
-    let manifest = write_outbox_manifest(dir.path(), "outbox", "");
+    let (db, bouncer, run) = migrate_behind("transaction").await;
 
-    let run = migrate(&manifest, &url).await;
-
-    assert_ne!(run.code, Some(0), "{run:?}");
-    assert_eq!(run.reason(), "LockLost", "{run:?}");
-    assert!(
-        run.message().contains("connection pooler detected")
-            && run.message().contains("BrighterMigration_public.outbox"),
-        "{}",
-        run.message()
+    run.assert_failed_with(
+        "LockLost",
+        &[
+            "connection pooler detected",
+            "BrighterMigration_public.outbox",
+        ],
     );
     let direct = db.connect().await;
     assert_eq!(
@@ -86,11 +92,7 @@ async fn transaction_pooling_is_detected_and_refused_as_lock_lost_leaving_no_loc
 
 #[tokio::test]
 async fn session_pooling_migrates_normally() {
-    let (db, bouncer, url) = outbox_behind("session").await;
-    let dir = tempfile::tempdir().unwrap();
-    let manifest = write_outbox_manifest(dir.path(), "outbox", "");
-
-    let run = migrate(&manifest, &url).await;
+    let (db, bouncer, run) = migrate_behind("session").await;
 
     assert_eq!(run.code, Some(0), "{run:?}");
     assert_eq!(run.reason(), "Migrated", "{run:?}");

@@ -31,6 +31,20 @@ fn secret(pairs: &[(&str, &[u8])]) -> Secret {
     secret
 }
 
+/// A Secret `db` with separate keys for database `postgres` on 127.0.0.1:`port` as `user`, and
+/// the keys in `more`.
+fn keys_secret(port: u16, user: &str, more: &[(&str, &[u8])]) -> Secret {
+    let port = port.to_string();
+    let mut pairs: Vec<(&str, &[u8])> = vec![
+        ("host", b"127.0.0.1"),
+        ("port", port.as_bytes()),
+        ("dbname", b"postgres"),
+        ("user", user.as_bytes()),
+    ];
+    pairs.extend_from_slice(more);
+    secret(&pairs)
+}
+
 /// `spec.database` reading the connection string under `connectionString`.
 fn string_spec() -> DatabaseSpec {
     DatabaseSpec {
@@ -70,6 +84,23 @@ async fn open_string(
     open(&secret(&pairs), &string_spec()).await
 }
 
+/// The error opening a session with `connection_string` (and `files`) fails with.
+async fn refusal(connection_string: &str, files: &[(&str, &[u8])]) -> ConnectError {
+    open_string(connection_string, files)
+        .await
+        .err()
+        .expect("the connection is refused")
+}
+
+/// A private primary admitting clients by certificates its own CA (`pki`) issues and by SCRAM
+/// password, and the port it listens on.
+async fn server_admitting_certificates_and_scram() -> (Pki, Cluster, u16) {
+    let pki = Pki::new("boxtable-test-ca");
+    let cluster = Cluster::primary_with_client_auth(&pki).await;
+    let port = cluster.port;
+    (pki, cluster, port)
+}
+
 /// The session's TLS as the server sees it: the protocol version and the client certificate's
 /// subject.
 async fn tls_of(session: &Session) -> (String, Option<String>) {
@@ -86,9 +117,7 @@ async fn tls_of(session: &Session) -> (String, Option<String>) {
 
 #[tokio::test]
 async fn a_client_certificate_named_in_the_secret_admits_a_role_the_server_admits_by_certificate() {
-    let pki = Pki::new("boxtable-test-ca");
-    let cluster = Cluster::primary_with_client_auth(&pki).await;
-    let port = cluster.port;
+    let (pki, _cluster, port) = server_admitting_certificates_and_scram().await;
     let ca = pki.ca();
     let (cert, key) = pki.client("bt_cert");
     let files: [(&str, &[u8]); 3] = [("root.pem", &ca), ("tls.crt", &cert), ("tls.key", &key)];
@@ -112,16 +141,11 @@ async fn a_client_certificate_named_in_the_secret_admits_a_role_the_server_admit
 
     // A kubernetes.io/tls Secret read as separate keys: ca.crt verifies the server, tls.crt and
     // tls.key are named by the parameters.
-    let port_text = port.to_string();
-    let parts = secret(&[
-        ("host", b"127.0.0.1"),
-        ("port", port_text.as_bytes()),
-        ("dbname", b"postgres"),
-        ("user", b"bt_cert"),
-        ("ca.crt", &ca),
-        ("tls.crt", &cert),
-        ("tls.key", &key),
-    ]);
+    let parts = keys_secret(
+        port,
+        "bt_cert",
+        &[("ca.crt", &ca), ("tls.crt", &cert), ("tls.key", &key)],
+    );
     let mtls = ConnectionParameters {
         sslmode: Some(SslModeParameter::VerifyFull),
         sslcert: Some("tls.crt".to_owned()),
@@ -140,7 +164,7 @@ async fn a_client_certificate_named_in_the_secret_admits_a_role_the_server_admit
         "postgres://bt_cert@127.0.0.1:{port}/postgres?sslmode=verify-full&sslrootcert=root.pem"
     );
     for err in [
-        open_string(&plain, &files).await.err().unwrap(),
+        refusal(&plain, &files).await,
         open(&parts, &keys_spec(without)).await.err().unwrap(),
     ] {
         assert!(matches!(err, ConnectError::Authenticate { .. }), "{err:?}");
@@ -156,7 +180,7 @@ async fn a_client_certificate_named_in_the_secret_admits_a_role_the_server_admit
     // A certificate from a CA the server does not trust is refused in the handshake.
     let rogue = Pki::new("boxtable-rogue-ca");
     let (rogue_cert, rogue_key) = rogue.client("bt_cert");
-    let err = open_string(
+    let err = refusal(
         &format!("{plain}&sslcert=tls.crt&sslkey=tls.key"),
         &[
             ("root.pem", &ca),
@@ -164,9 +188,7 @@ async fn a_client_certificate_named_in_the_secret_admits_a_role_the_server_admit
             ("tls.key", &rogue_key),
         ],
     )
-    .await
-    .err()
-    .unwrap();
+    .await;
     assert!(
         matches!(
             err,
@@ -186,9 +208,7 @@ async fn a_client_certificate_named_in_the_secret_admits_a_role_the_server_admit
 
 #[tokio::test]
 async fn channel_binding_require_authenticates_only_with_scram_bound_to_tls() {
-    let pki = Pki::new("boxtable-test-ca");
-    let cluster = Cluster::primary_with_client_auth(&pki).await;
-    let port = cluster.port;
+    let (pki, _cluster, port) = server_admitting_certificates_and_scram().await;
     let (cert, key) = pki.client("bt_both");
     let (cert_only, cert_only_key) = pki.client("bt_cert");
     let url = |user: &str, query: &str| {
@@ -231,13 +251,11 @@ async fn channel_binding_require_authenticates_only_with_scram_bound_to_tls() {
         ),
     ];
     for (connection_string, user) in refused {
-        let err = open_string(
+        let err = refusal(
             &connection_string,
             &[("tls.crt", &cert_only), ("tls.key", &cert_only_key)],
         )
-        .await
-        .err()
-        .unwrap();
+        .await;
         assert!(
             matches!(err, ConnectError::ChannelBindingUnused { .. }),
             "{user}: {err:?}"
@@ -260,13 +278,11 @@ async fn channel_binding_require_authenticates_only_with_scram_bound_to_tls() {
     // SCRAM without TLS (the shared test server offers none) cannot be bound either.
     let shared = support::database_url();
     let separator = if shared.contains('?') { '&' } else { '?' };
-    let err = open_string(
+    let err = refusal(
         &format!("{shared}{separator}sslmode=prefer&channel_binding=require"),
         &[],
     )
-    .await
-    .err()
-    .unwrap();
+    .await;
     assert!(
         matches!(err, ConnectError::ChannelBindingUnused { .. }),
         "{err:?}"
@@ -275,9 +291,7 @@ async fn channel_binding_require_authenticates_only_with_scram_bound_to_tls() {
 
 #[tokio::test]
 async fn sslrootcert_names_the_secret_key_whose_ca_verifies_the_server() {
-    let pki = Pki::new("boxtable-test-ca");
-    let cluster = Cluster::primary_with_client_auth(&pki).await;
-    let port = cluster.port;
+    let (pki, _cluster, port) = server_admitting_certificates_and_scram().await;
     let (right, wrong) = (pki.ca(), Pki::new("boxtable-rogue-ca").ca());
     let url = |query: &str| {
         format!(
@@ -304,7 +318,7 @@ async fn sslrootcert_names_the_secret_key_whose_ca_verifies_the_server() {
         ),
         ("&sslrootcert=system", vec![("ca.crt", right.as_slice())]),
     ] {
-        let err = open_string(&url(query), &files).await.err().unwrap();
+        let err = refusal(&url(query), &files).await;
         assert!(
             matches!(err, ConnectError::TlsCertificate { .. }),
             "{query}: {err:?}"
@@ -324,9 +338,7 @@ async fn sslrootcert_names_the_secret_key_whose_ca_verifies_the_server() {
 
 #[tokio::test]
 async fn tls_versions_are_those_the_connection_string_allows() {
-    let pki = Pki::new("boxtable-test-ca");
-    let cluster = Cluster::primary_with_client_auth(&pki).await;
-    let port = cluster.port;
+    let (pki, _cluster, port) = server_admitting_certificates_and_scram().await;
     let ca = pki.ca();
     let scram = |query: &str| {
         format!(
@@ -348,15 +360,9 @@ async fn tls_versions_are_those_the_connection_string_allows() {
         channel_binding: Some(ChannelBindingParameter::Require),
         ..ConnectionParameters::default()
     };
-    let port_text = port.to_string();
-    let parts = secret(&[
-        ("host", b"127.0.0.1"),
-        ("port", port_text.as_bytes()),
-        ("dbname", b"postgres"),
-        ("user", b"bt_scram"),
-        ("password", SCRAM_PASSWORD.as_bytes()),
-        ("ca.crt", &ca),
-    ]);
+    let scram_files: [(&str, &[u8]); 2] =
+        [("password", SCRAM_PASSWORD.as_bytes()), ("ca.crt", &ca)];
+    let parts = keys_secret(port, "bt_scram", &scram_files);
     let session = open(&parts, &keys_spec(channel_binding)).await.unwrap();
     assert_eq!(tls_of(&session).await.0, "TLSv1.3");
 }

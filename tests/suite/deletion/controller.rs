@@ -18,15 +18,12 @@ const CONFIRM: &str = "brighter.dev/confirm-drop";
 
 async fn insert_messages(h: &Harness, table: &str, undispatched: u32, dispatched: u32) {
     h.sql()
-        .await
-        .batch_execute(&format!(
+        .await.batch(&format!(
             "INSERT INTO {table} (messageid, topic, body, dispatched) \
              SELECT gen_random_uuid()::text, 't', 'b', NULL FROM generate_series(1, {undispatched}); \
              INSERT INTO {table} (messageid, topic, body, dispatched) \
              SELECT gen_random_uuid()::text, 't', 'b', now() FROM generate_series(1, {dispatched})"
-        ))
-        .await
-        .unwrap();
+        )).await;
 }
 
 async fn rows(h: &Harness, table: &str) -> i64 {
@@ -34,13 +31,6 @@ async fn rows(h: &Harness, table: &str) -> i64 {
         .await
         .value(&format!("SELECT count(*) FROM {table}"), &[])
         .await
-}
-
-fn ready_message(bt: &BoxTable) -> String {
-    condition(bt.status.as_ref().unwrap(), "Ready")
-        .unwrap()
-        .message
-        .clone()
 }
 
 fn has_finalizer(bt: &BoxTable) -> bool {
@@ -82,30 +72,26 @@ async fn wait_for_event(
     what: &str,
     matches: impl Fn(&str, &str, &str) -> bool,
 ) -> Vec<(String, String, String)> {
-    let started = std::time::Instant::now();
-    loop {
-        let events = event_reasons(h, name).await;
-        if events.iter().any(|(r, t, n)| matches(r, t, n)) {
-            return events;
-        }
-        assert!(
-            started.elapsed() < DEADLINE,
-            "gave up waiting for an event: {what}: {events:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_for_value(
+        &format!("an event: {what}"),
+        DEADLINE,
+        || event_reasons(h, name),
+        |events| events.iter().any(|(r, t, n)| matches(r, t, n)),
+    )
+    .await
 }
 
 #[tokio::test]
 async fn deleting_the_loser_of_a_conflict_keeps_the_winners_table_and_its_rows() {
     let h = Harness::start().await;
-    h.apply(boxtable("shared-outbox").table("shared_outbox"))
+    h.apply_ready(boxtable("shared-outbox").table("shared_outbox"))
         .await;
-    h.wait_ready("shared-outbox").await;
     insert_messages(&h, "public.shared_outbox", 1, 0).await;
-    h.apply(boxtable("dup-outbox").table("shared_outbox").drop_policy())
-        .await;
-    h.wait_stalled("dup-outbox", "TableConflict").await;
+    h.apply_stalled(
+        boxtable("dup-outbox").table("shared_outbox").drop_policy(),
+        "TableConflict",
+    )
+    .await;
 
     h.delete("dup-outbox").await;
     h.wait_gone("dup-outbox").await;
@@ -141,9 +127,8 @@ async fn deleting_the_loser_of_a_conflict_keeps_the_winners_table_and_its_rows()
 #[tokio::test]
 async fn consent_names_the_table_exactly_as_the_status_shows_it() {
     let h = Harness::start().await;
-    h.apply(boxtable("scratch").table("scratch_outbox").drop_policy())
+    h.apply_ready(boxtable("scratch").table("scratch_outbox").drop_policy())
         .await;
-    h.wait_ready("scratch").await;
     insert_messages(&h, "public.scratch_outbox", 3, 0).await;
     h.delete("scratch").await;
     h.wait_stalled("scratch", "DropBlocked").await;
@@ -188,13 +173,15 @@ async fn a_boxtable_reaching_an_owned_table_through_another_secret_conflicts_and
 {
     let h = Harness::start().await;
     h.create_secret_named("other-db").await;
-    h.apply(boxtable("team-a")).await;
-    h.wait_ready("team-a").await;
+    h.apply_ready(boxtable("team-a")).await;
     insert_messages(&h, "public.outbox", 1, 0).await;
 
-    h.apply(boxtable("team-b").secret("other-db").drop_policy())
+    let stalled = h
+        .apply_stalled(
+            boxtable("team-b").secret("other-db").drop_policy(),
+            "TableConflict",
+        )
         .await;
-    let stalled = h.wait_stalled("team-b", "TableConflict").await;
     let message = ready_message(&stalled);
     assert!(
         message.contains(&format!("{}/team-a", h.namespace)) && message.contains("public.outbox"),
@@ -215,15 +202,13 @@ async fn an_adopted_table_holding_messages_is_dropped_only_after_consent_naming_
     let client = h.sql().await;
     support::migrate::outbox_at(&client, "public.legacy_outbox", 2, 0).await;
     client
-        .batch_execute(
+        .batch(
             "INSERT INTO public.legacy_outbox (MessageId, Topic, Body) \
              SELECT gen_random_uuid(), 't', 'b' FROM generate_series(1, 1000)",
         )
-        .await
-        .unwrap();
-    h.apply(boxtable("legacy").table("legacy_outbox").drop_policy())
         .await;
-    h.wait_ready("legacy").await;
+    h.apply_ready(boxtable("legacy").table("legacy_outbox").drop_policy())
+        .await;
 
     h.delete("legacy").await;
     let blocked = h.wait_stalled("legacy", "DropBlocked").await;
@@ -285,13 +270,9 @@ async fn an_adopted_table_holding_messages_is_dropped_only_after_consent_naming_
 #[tokio::test]
 async fn a_suspended_boxtable_blocks_its_drop_until_it_is_resumed() {
     let h = Harness::start().await;
-    h.apply(boxtable("orders").drop_policy()).await;
-    h.wait_ready("orders").await;
+    h.apply_ready(boxtable("orders").drop_policy()).await;
     h.patch_spec("orders", json!({"suspend": true})).await;
-    h.wait_for("orders", "Suspended", |bt| {
-        bt.status.as_ref().is_some_and(|s| reason(s) == "Suspended")
-    })
-    .await;
+    h.wait_for_reason("orders", "Suspended").await;
 
     h.delete("orders").await;
     let blocked = h.wait_stalled("orders", "DropBlocked").await;
@@ -312,10 +293,7 @@ async fn a_suspended_boxtable_that_never_touched_its_table_leaves_it_alone() {
     let h = Harness::start().await;
     support::migrate::outbox_at(&h.sql().await, "public.outbox", 2, 0).await;
     h.apply(boxtable("orders").drop_policy().suspended()).await;
-    h.wait_for("orders", "Suspended", |bt| {
-        bt.status.as_ref().is_some_and(|s| reason(s) == "Suspended")
-    })
-    .await;
+    h.wait_for_reason("orders", "Suspended").await;
 
     h.delete("orders").await;
     h.wait_gone("orders").await;
@@ -327,19 +305,11 @@ async fn a_suspended_boxtable_that_never_touched_its_table_leaves_it_alone() {
 #[tokio::test]
 async fn a_drop_waiting_for_the_lock_shows_the_holder_and_survives_an_operator_shutdown() {
     let mut h = Harness::start().await;
-    h.apply(boxtable("orders").drop_policy()).await;
-    h.wait_ready("orders").await;
+    h.apply_ready(boxtable("orders").drop_policy()).await;
     let holder = h.hold_lock("orders-api", "public", "outbox").await;
 
     h.delete("orders").await;
-    let waiting = h
-        .wait_for("orders", "lock state Waiting during the drop", |bt| {
-            bt.status
-                .as_ref()
-                .and_then(|s| s.lock.as_ref())
-                .is_some_and(|l| l.state == LockState::Waiting)
-        })
-        .await;
+    let waiting = h.wait_for_lock("orders", LockState::Waiting).await;
     let status = waiting.status.unwrap();
     assert_eq!(reason(&status), "WaitingForLock");
     let seen = status.lock.unwrap().holder.expect("the holder is shown");
@@ -485,18 +455,11 @@ async fn a_drop_still_runs_when_the_spec_no_longer_plans() {
 #[tokio::test]
 async fn a_stuck_drop_makes_one_pass_per_backoff_step_and_says_so_in_its_conditions() {
     let h = Harness::start().await;
-    h.apply(boxtable("orders").drop_policy()).await;
-    h.wait_ready("orders").await;
+    h.apply_ready(boxtable("orders").drop_policy()).await;
     h.delete_secret(SECRET).await;
 
     h.delete("orders").await;
-    let failed = h
-        .wait_for("orders", "Ready reason DropFailed", |bt| {
-            bt.status
-                .as_ref()
-                .is_some_and(|s| reason(s) == "DropFailed")
-        })
-        .await;
+    let failed = h.wait_for_reason("orders", "DropFailed").await;
     assert!(
         ready_message(&failed).contains(SECRET),
         "{}",
@@ -523,18 +486,11 @@ async fn a_stuck_drop_makes_one_pass_per_backoff_step_and_says_so_in_its_conditi
 async fn every_drop_runs_exactly_once_even_when_a_pass_is_queued_behind_it_on_a_stale_cache() {
     // Slow reads and cut watches come from the fault-injecting proxy in front of the server.
     let h = Harness::builder().faults().start().await;
-    h.apply(boxtable("orders").drop_policy()).await;
-    h.wait_ready("orders").await;
+    h.apply_ready(boxtable("orders").drop_policy()).await;
     let holder = h.hold_lock("orders-api", "public", "outbox").await;
     h.delete("orders").await;
     // The status, not a count of sessions: the pass before kept its session open in the pool.
-    h.wait_for("orders", "the drop waiting for the lock", |bt| {
-        bt.status
-            .as_ref()
-            .and_then(|s| s.lock.as_ref())
-            .is_some_and(|l| l.state == LockState::Waiting)
-    })
-    .await;
+    h.wait_for_lock("orders", LockState::Waiting).await;
     // Another trigger arrives while the drop waits, and from here the operator's cache stops
     // seeing changes for a while (its BoxTable watch is cut and re-watching is slow), so the
     // queued pass will run on the object as it was before the finalizer went.
@@ -560,8 +516,7 @@ async fn every_drop_runs_exactly_once_even_when_a_pass_is_queued_behind_it_on_a_
     wait_until("no reconcile in flight", in_flight_zero).await;
     assert!(slowed.hits() > 0, "the cache was never slowed down");
     h.api.clear();
-    h.apply(boxtable("sentinel")).await;
-    h.wait_ready("sentinel").await;
+    h.apply_ready(boxtable("sentinel")).await;
     wait_until("no reconcile in flight", in_flight_zero).await;
 
     let dropped: Vec<_> = event_reasons(&h, "orders")
@@ -586,9 +541,8 @@ async fn every_drop_runs_exactly_once_even_when_a_pass_is_queued_behind_it_on_a_
 async fn a_drop_that_times_out_on_the_lock_names_the_holder_in_its_conditions_and_counts_as_a_failed_drop()
  {
     let h = Harness::start().await;
-    h.apply(boxtable("orders").drop_policy().lock_timeout("1s"))
+    h.apply_ready(boxtable("orders").drop_policy().lock_timeout("1s"))
         .await;
-    h.wait_ready("orders").await;
     let holder = h.hold_lock("orders-api", "public", "outbox").await;
 
     h.delete("orders").await;

@@ -6,6 +6,7 @@ use boxtable_operator::reason::Reason;
 use tokio_postgres::Client;
 
 use crate::support;
+use crate::support::Sql;
 use crate::support::advisory_locks;
 use crate::support::migrate::*;
 
@@ -17,7 +18,7 @@ fn sales_per_schema_outbox() -> Plan {
 /// Creates schema `sales` with an outbox at version `n` holding `rows` rows, recorded in
 /// `public`'s history as a bootstrap would have recorded it.
 async fn sales_outbox_recorded_in_public(client: &Client, n: u32, rows: i32) {
-    client.batch_execute("CREATE SCHEMA sales").await.unwrap();
+    client.batch("CREATE SCHEMA sales").await;
     outbox_at(client, "sales.outbox", n, rows).await;
     write_history(
         client,
@@ -45,9 +46,8 @@ async fn record_another_sales_table_in_public(client: &Client) {
 
 #[tokio::test]
 async fn per_schema_history_lives_in_the_box_schema_and_public_gets_nothing() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
-    client.batch_execute("CREATE SCHEMA sales").await.unwrap();
+    let (db, client) = support::fresh_db_and_client().await;
+    client.batch("CREATE SCHEMA sales").await;
 
     let outcome = run(&db, &sales_per_schema_outbox()).await.unwrap();
 
@@ -61,24 +61,15 @@ async fn per_schema_history_lives_in_the_box_schema_and_public_gets_nothing() {
 
 #[tokio::test]
 async fn per_schema_history_is_seeded_from_public_keeping_description_and_applied_at() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     sales_outbox_recorded_in_public(&client, 6, 1).await;
-    client
-        .batch_execute(
-            "UPDATE public.\"__BrighterMigrationHistory\" SET \"AppliedAt\" = '2024-01-02 03:04:05+00'",
-        )
-        .await
-        .unwrap();
+    client.batch("UPDATE public.\"__BrighterMigrationHistory\" SET \"AppliedAt\" = '2024-01-02 03:04:05+00'").await;
     record_another_sales_table_in_public(&client).await;
     let public_before = history(&client, "public").await;
 
     let outcome = run(&db, &sales_per_schema_outbox()).await.unwrap();
 
-    assert_eq!(
-        (outcome.path, outcome.from_version, outcome.to_version),
-        (RunPath::Normal, 6, 8)
-    );
+    assert_eq!(path_and_versions(&outcome), (RunPath::Normal, 6, 8));
     let rows = history(&client, "sales").await;
     assert_eq!(rows.len(), 3, "{rows:?}");
     assert_eq!(rows[0], public_before[1], "the seeded row is copied as is");
@@ -102,8 +93,7 @@ async fn per_schema_history_is_seeded_from_public_keeping_description_and_applie
 
 #[tokio::test]
 async fn observe_reports_what_a_run_would_do_without_writing() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     outbox_at(&client, "public.outbox", 3, 0).await;
     let before = snapshot(&client).await;
     let session = session(&db).await;
@@ -123,8 +113,7 @@ async fn observe_reports_what_a_run_would_do_without_writing() {
 
 #[tokio::test]
 async fn observe_sees_public_history_for_a_per_schema_table_not_yet_seeded() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     sales_outbox_recorded_in_public(&client, 7, 0).await;
     let session = session(&db).await;
 
@@ -137,8 +126,7 @@ async fn observe_sees_public_history_for_a_per_schema_table_not_yet_seeded() {
 
 #[tokio::test]
 async fn drop_removes_the_table_and_only_its_own_history_rows_and_a_second_drop_succeeds() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     let plan = outbox("Outbox").owned_by("orders").build();
     run(&db, &plan).await.unwrap();
     run(&db, &inbox("Inbox").owned_by("inbox").build())
@@ -167,15 +155,9 @@ async fn drop_removes_the_table_and_only_its_own_history_rows_and_a_second_drop_
 
 #[tokio::test]
 async fn drop_refuses_a_table_it_owns_that_is_not_a_brighter_table() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
-    client
-        .batch_execute(
-            "CREATE TABLE public.outbox (id int); \
-             COMMENT ON TABLE public.outbox IS 'brighter.dev/owner: uid=orders boxtable=shop/orders origin=created'",
-        )
-        .await
-        .unwrap();
+    let (db, client) = support::fresh_db_and_client().await;
+    client.batch("CREATE TABLE public.outbox (id int); \
+             COMMENT ON TABLE public.outbox IS 'brighter.dev/owner: uid=orders boxtable=shop/orders origin=created'").await;
 
     let err = drop_as_owner(&db, &outbox("Outbox").owned_by("orders").build(), true)
         .await
@@ -203,8 +185,7 @@ async fn drop_in_a_missing_schema_is_already_done() {
 #[tokio::test]
 async fn dropping_a_per_schema_table_also_removes_its_seed_rows_from_public_so_it_can_start_fresh()
 {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     sales_outbox_recorded_in_public(&client, 6, 0).await;
     record_another_sales_table_in_public(&client).await;
     let plan = outbox("Outbox")

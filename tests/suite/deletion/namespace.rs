@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use crate::support::Sql;
 use crate::support::boxtable::boxtable;
-use crate::support::e2e::{Cluster, connect};
+use crate::support::e2e::{Cluster, Operator, connect};
 
 /// Namespace deletion runs through the namespace controller's passes; generous on a busy machine.
 const WAIT: Duration = Duration::from_secs(180);
@@ -101,6 +101,16 @@ async fn wait_namespace_gone(cluster: &Cluster, ns: &str) {
         .await;
 }
 
+/// A cluster, an operator (`e2e-<ns>`) watching `ns`, and there the BoxTables of
+/// [`three_ready_boxtables`], Ready, with the Secret kept for the drops.
+async fn drop_and_retain_boxtables_ready_in(ns: &str) -> (Cluster, Operator) {
+    let cluster = Cluster::start().await;
+    let operator = cluster.operator(ns, &format!("e2e-{ns}"));
+    three_ready_boxtables(&cluster, ns).await;
+    wait_secret_kept(&cluster, ns, "the Secret to be kept for the drops").await;
+    (cluster, operator)
+}
+
 /// Waits until namespace `ns` is gone, then asserts that both Drop tables were dropped and the
 /// Retain table kept.
 async fn assert_namespace_gone_with_drops_done_and_retain_kept(cluster: &Cluster, ns: &str) {
@@ -122,11 +132,8 @@ async fn assert_namespace_gone_with_drops_done_and_retain_kept(cluster: &Cluster
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_a_namespace_with_drop_and_retain_boxtables_drops_the_drop_tables_and_completes() {
-    let cluster = Cluster::start().await;
     let ns = "nsdelete";
-    let _operator = cluster.operator(ns, "e2e-nsdelete");
-    three_ready_boxtables(&cluster, ns).await;
-    wait_secret_kept(&cluster, ns, "the Secret to be kept for the drops").await;
+    let (cluster, _operator) = drop_and_retain_boxtables_ready_in(ns).await;
 
     delete_namespace(&cluster, ns).await;
 
@@ -135,11 +142,8 @@ async fn deleting_a_namespace_with_drop_and_retain_boxtables_drops_the_drop_tabl
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_namespace_deleted_while_the_operator_is_down_completes_once_it_is_back() {
-    let cluster = Cluster::start().await;
     let ns = "nsdelete-down";
-    let mut operator = cluster.operator(ns, "e2e-nsdelete-down");
-    three_ready_boxtables(&cluster, ns).await;
-    wait_secret_kept(&cluster, ns, "the Secret to be kept for the drops").await;
+    let (cluster, mut operator) = drop_and_retain_boxtables_ready_in(ns).await;
     operator.signal("TERM");
     operator.child.wait().unwrap();
 
@@ -242,11 +246,8 @@ async fn a_drop_finished_by_hand_leaves_no_finalizer_on_the_secret_and_its_names
     // A row makes the drop wait for consent, so its deletion stays stuck until someone acts.
     connect(&cluster.db.url)
         .await
-        .batch_execute(
-            "INSERT INTO public.stuck_outbox (messageid, topic, body) VALUES ('m-1', 't', 'b')",
-        )
-        .await
-        .unwrap();
+        .batch("INSERT INTO public.stuck_outbox (messageid, topic, body) VALUES ('m-1', 't', 'b')")
+        .await;
     cluster
         .kubectl_ok(&["-n", ns, "delete", "boxtable", "stuck", "--wait=false"])
         .await;

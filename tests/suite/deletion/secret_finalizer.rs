@@ -4,26 +4,31 @@
 //! Secret once the BoxTable is deleted, also one left behind while no operator ran.
 
 use boxtable_operator::crd::SECRET_FINALIZER_PREFIX;
-use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::api::DeleteParams;
 use serde_json::json;
 
 use crate::support::controller::*;
 
 const OTHER: &str = "other-db";
 
-fn secrets(h: &Harness) -> Api<Secret> {
-    Api::namespaced(h.client.clone(), &h.namespace)
-}
-
 /// The finalizers of Secret `name`, or `None` once it is gone.
 async fn finalizers(h: &Harness, name: &str) -> Option<Vec<String>> {
-    secrets(h)
+    h.secrets()
         .get_opt(name)
         .await
         .unwrap()
         .map(|s| s.finalizers().to_vec())
+}
+
+/// A Harness with a second Secret ([`OTHER`]) beside the test Secret, a Ready Drop BoxTable
+/// `orders` reading the test Secret, and the finalizer `orders` keeps on it.
+async fn ready_drop_boxtable_beside_another_secret() -> (Harness, String) {
+    let h = Harness::start().await;
+    h.create_secret_named(OTHER).await;
+    h.apply_ready(boxtable("orders").drop_policy()).await;
+    let guard = guard_of(&h, "orders").await;
+    (h, guard)
 }
 
 /// The finalizer the BoxTable `name` keeps on its Secret.
@@ -50,11 +55,7 @@ async fn wait_held(h: &Harness, name: &str, finalizer: &str, held: bool) {
 
 #[tokio::test]
 async fn moving_a_drop_boxtables_secret_ref_moves_its_finalizer_to_the_new_secret() {
-    let h = Harness::start().await;
-    h.create_secret_named(OTHER).await;
-    h.apply(boxtable("orders").drop_policy()).await;
-    h.wait_ready("orders").await;
-    let guard = guard_of(&h, "orders").await;
+    let (h, guard) = ready_drop_boxtable_beside_another_secret().await;
     wait_held(&h, SECRET, &guard, true).await;
 
     h.patch_spec(
@@ -67,7 +68,7 @@ async fn moving_a_drop_boxtables_secret_ref_moves_its_finalizer_to_the_new_secre
     h.wait_ready("orders").await;
 
     // Nothing holds the old Secret any more: deleting it completes.
-    secrets(&h)
+    h.secrets()
         .delete(SECRET, &DeleteParams::default())
         .await
         .unwrap();
@@ -86,8 +87,7 @@ async fn moving_a_drop_boxtables_secret_ref_moves_its_finalizer_to_the_new_secre
 #[tokio::test]
 async fn a_drop_boxtable_turned_retain_lets_go_of_its_secret() {
     let h = Harness::start().await;
-    h.apply(boxtable("orders").drop_policy()).await;
-    h.wait_ready("orders").await;
+    h.apply_ready(boxtable("orders").drop_policy()).await;
     let guard = guard_of(&h, "orders").await;
     wait_held(&h, SECRET, &guard, true).await;
 
@@ -106,24 +106,14 @@ async fn a_drop_boxtable_turned_retain_lets_go_of_its_secret() {
 
 /// Adds `finalizer` to Secret `name`, as an operator that left it behind would have.
 async fn leave_finalizer(h: &Harness, name: &str, finalizer: &str) {
-    secrets(h)
-        .patch(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"finalizers": [finalizer]}})),
-        )
-        .await
-        .unwrap();
+    h.patch_secret(name, json!({"metadata": {"finalizers": [finalizer]}}))
+        .await;
 }
 
 #[tokio::test]
 async fn a_finalizer_left_on_a_secret_the_boxtable_no_longer_references_is_removed() {
     // An earlier release left the finalizer on the Secret a BoxTable referenced before.
-    let h = Harness::start().await;
-    h.create_secret_named(OTHER).await;
-    h.apply(boxtable("orders").drop_policy()).await;
-    h.wait_ready("orders").await;
-    let guard = guard_of(&h, "orders").await;
+    let (h, guard) = ready_drop_boxtable_beside_another_secret().await;
     leave_finalizer(&h, OTHER, &guard).await;
 
     wait_held(&h, OTHER, &guard, false).await;
@@ -132,11 +122,7 @@ async fn a_finalizer_left_on_a_secret_the_boxtable_no_longer_references_is_remov
 
 #[tokio::test]
 async fn deleting_a_drop_boxtable_lets_go_of_every_secret_carrying_its_finalizer() {
-    let mut h = Harness::start().await;
-    h.create_secret_named(OTHER).await;
-    h.apply(boxtable("orders").drop_policy()).await;
-    h.wait_ready("orders").await;
-    let guard = guard_of(&h, "orders").await;
+    let (mut h, guard) = ready_drop_boxtable_beside_another_secret().await;
     wait_held(&h, SECRET, &guard, true).await;
 
     // While no operator runs, another Secret is left carrying the finalizer and the BoxTable is

@@ -17,6 +17,7 @@ use crate::install::helm_chart::helm_command;
 use crate::support::Sql;
 use crate::support::control_plane::{OPERATOR_NAMESPACE, PrivatePlane, root};
 use crate::support::e2e::{Cluster, Operator, connect, operator_binary};
+use crate::support::process::{self, stdout_of_success};
 
 /// A step of an uninstall that has not ended after this long, on a busy machine, hangs.
 const WAIT: Duration = Duration::from_secs(180);
@@ -142,14 +143,7 @@ async fn uninstall_as_the_readme_says(installed: &mut Installed, commands: &[Vec
 async fn run_ok(installed: &Installed, argv: &[&str]) -> String {
     let argv: Vec<String> = argv.iter().map(|s| (*s).to_owned()).collect();
     let out = run(installed, &argv).await;
-    assert!(
-        out.status.success(),
-        "`{}` failed:\n{}{}",
-        argv.join(" "),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    stdout_of_success(&format!("`{}`", argv.join(" ")), out)
 }
 
 /// The operator binary, started the way the stored Deployment `deployment` starts it: its
@@ -207,20 +201,15 @@ async fn installed_with_a_ready_drop_boxtable(how: Install, ns: &str) -> Install
             plane
                 .kubectl_admin(&["apply", "-f", "deploy/namespace.yaml"], None)
                 .unwrap();
-            let out = helm_command("v4", Some(plane))
-                .args([
+            process::run_ok(
+                "helm install",
+                helm_command("v4", Some(plane)).args([
                     "install",
                     OPERATOR,
                     "charts/boxtable-operator",
                     "--namespace",
                     OPERATOR_NAMESPACE,
-                ])
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "helm install: {}",
-                String::from_utf8_lossy(&out.stderr)
+                ]),
             );
         }
     }

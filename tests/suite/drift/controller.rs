@@ -30,6 +30,22 @@ async fn wait_for_gauge(h: &Harness, value: u32) {
     wait_until(&want, || async { gauge(h) == want }).await;
 }
 
+/// Drops the replay index behind the operator's back.
+const DROP_REPLAY_INDEX: &str = "DROP INDEX public.idx_outbox_causationid";
+/// Puts the replay index back as Brighter made it.
+const RESTORE_REPLAY_INDEX: &str =
+    "CREATE INDEX idx_outbox_causationid ON public.outbox (causationid)";
+
+/// Runs `sql` on the database behind the operator's back and waits until `orders` has
+/// Drifted=`status` (on the resync that follows).
+async fn alter_and_wait_for_drifted(h: &Harness, sql: &str, status: &str) -> BoxTable {
+    h.sql().await.batch(sql).await;
+    h.wait_for("orders", &format!("Drifted={status}"), |bt| {
+        drifted(bt).is_some_and(|(s, _, _)| s == status)
+    })
+    .await
+}
+
 async fn index_exists(h: &Harness) -> bool {
     h.sql()
         .await
@@ -54,16 +70,7 @@ async fn a_dropped_replay_index_is_reported_as_drift_once_and_cleared_when_it_is
     assert_eq!(message, "public.outbox matches the shape of version 8");
     wait_for_gauge(&h, 0).await;
 
-    h.sql()
-        .await
-        .batch_execute("DROP INDEX public.idx_outbox_causationid")
-        .await
-        .unwrap();
-    let bt = h
-        .wait_for("orders", "Drifted=True on a resync", |bt| {
-            drifted(bt).is_some_and(|(s, _, _)| s == "True")
-        })
-        .await;
+    let bt = alter_and_wait_for_drifted(&h, DROP_REPLAY_INDEX, "True").await;
     let (_, reason, message) = drifted(&bt).unwrap();
     println!(
         "{}",
@@ -106,16 +113,7 @@ async fn a_dropped_replay_index_is_reported_as_drift_once_and_cleared_when_it_is
     assert_eq!(warnings[0].note.as_deref(), Some(message.as_str()));
     assert!(!index_exists(&h).await, "drift is reported, never repaired");
 
-    h.sql()
-        .await
-        .batch_execute("CREATE INDEX idx_outbox_causationid ON public.outbox (causationid)")
-        .await
-        .unwrap();
-    let bt = h
-        .wait_for("orders", "Drifted=False again", |bt| {
-            drifted(bt).is_some_and(|(s, _, _)| s == "False")
-        })
-        .await;
+    let bt = alter_and_wait_for_drifted(&h, RESTORE_REPLAY_INDEX, "False").await;
     assert_eq!(drifted(&bt).unwrap().1, "NoDrift");
     wait_for_gauge(&h, 0).await;
     wait_until("a Normal NoDrift event", || async {
@@ -130,14 +128,12 @@ async fn a_dropped_replay_index_is_reported_as_drift_once_and_cleared_when_it_is
 #[tokio::test]
 async fn a_column_an_application_added_is_named_without_setting_drifted() {
     let h = Harness::start().await;
-    h.apply(boxtable("orders").outbox()).await;
-    h.wait_ready("orders").await;
+    h.apply_ready(boxtable("orders").outbox()).await;
 
     h.sql()
         .await
-        .batch_execute("ALTER TABLE public.outbox ADD COLUMN tenant text")
-        .await
-        .unwrap();
+        .batch("ALTER TABLE public.outbox ADD COLUMN tenant text")
+        .await;
     let bt = h
         .wait_for("orders", "the extra column in the Drifted message", |bt| {
             drifted(bt).is_some_and(|(_, _, m)| m.contains("tenant"))
@@ -189,11 +185,10 @@ async fn a_pass_that_stalls_before_the_shape_check_says_drift_is_unknown_not_tha
     // matches the spec, which stalls the pass before it compares the shape.
     h.sql()
         .await
-        .batch_execute(
+        .batch(
             "ALTER TABLE public.outbox ALTER COLUMN body TYPE bytea USING convert_to(body, 'UTF8')",
         )
-        .await
-        .unwrap();
+        .await;
     let bt = h.wait_stalled("orders", "PayloadMismatch").await;
     let (status, reason, message) = drifted(&bt).unwrap();
     assert_eq!(

@@ -7,6 +7,7 @@ use boxtable_operator::migrate::drift::{Difference, DriftReport};
 use boxtable_operator::migrate::{self, Plan};
 
 use crate::support;
+use crate::support::Sql;
 use crate::support::migrate::*;
 
 async fn drift_of(db: &support::TestDb, plan: &Plan, version: u32) -> DriftReport {
@@ -15,6 +16,13 @@ async fn drift_of(db: &support::TestDb, plan: &Plan, version: u32) -> DriftRepor
         .await
         .unwrap()
         .expect("the table exists at a known version")
+}
+
+/// Runs `plan` and asserts that the table it leaves matches the version it reached.
+async fn assert_no_drift_once_run(db: &support::TestDb, plan: &Plan) {
+    let outcome = run(db, plan).await.unwrap();
+    let report = drift_of(db, plan, outcome.to_version).await;
+    assert_eq!(report.differences, [], "{}", plan.table());
 }
 
 #[tokio::test]
@@ -27,45 +35,37 @@ async fn a_table_the_operator_created_matches_its_version() {
         inbox("inbox_v1").target(1).build(),
     ] {
         let db = support::fresh_db().await;
-        let outcome = run(&db, &plan).await.unwrap();
-        let report = drift_of(&db, &plan, outcome.to_version).await;
-        assert_eq!(report.differences, [], "{}", plan.table());
+        assert_no_drift_once_run(&db, &plan).await;
     }
 }
 
 #[tokio::test]
 async fn tables_older_brighter_releases_made_and_the_operator_upgraded_match_their_version() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     // A 2019 outbox (MessageId uuid) and a V1 inbox (CommandId uuid), adopted and upgraded.
     outbox_at(&client, "public.outbox", 2, 1).await;
     client
-        .batch_execute(&INBOX_V1_HISTORICAL.replace("{t}", "public.inbox"))
-        .await
-        .unwrap();
+        .batch(&INBOX_V1_HISTORICAL.replace("{t}", "public.inbox"))
+        .await;
     for plan in [outbox("outbox").build(), inbox("inbox").build()] {
-        let outcome = run(&db, &plan).await.unwrap();
-        let report = drift_of(&db, &plan, outcome.to_version).await;
-        assert_eq!(report.differences, [], "{}", plan.table());
+        assert_no_drift_once_run(&db, &plan).await;
     }
 }
 
 #[tokio::test]
 async fn each_change_made_behind_the_operators_back_is_named() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     let plan = outbox("outbox").binary().build();
     run(&db, &plan).await.unwrap();
 
     client
-        .batch_execute(
+        .batch(
             "DROP INDEX public.idx_outbox_causationid;
              ALTER TABLE public.outbox ALTER COLUMN body TYPE text;
              ALTER TABLE public.outbox ALTER COLUMN messageid DROP NOT NULL;
              ALTER TABLE public.outbox ADD COLUMN tenant text;",
         )
-        .await
-        .unwrap();
+        .await;
     let report = drift_of(&db, &plan, 8).await;
 
     assert!(report.drifted());
@@ -100,17 +100,15 @@ async fn each_change_made_behind_the_operators_back_is_named() {
 
 #[tokio::test]
 async fn a_column_an_application_added_is_reported_but_is_not_drift() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     let plan = outbox("outbox").build();
     run(&db, &plan).await.unwrap();
     client
-        .batch_execute(
+        .batch(
             "ALTER TABLE public.outbox ADD COLUMN tenant text;
              ALTER TABLE public.outbox ADD COLUMN region text NOT NULL DEFAULT 'eu';",
         )
-        .await
-        .unwrap();
+        .await;
 
     let report = drift_of(&db, &plan, 8).await;
     assert!(!report.drifted(), "{}", report.message());
@@ -122,9 +120,8 @@ async fn a_column_an_application_added_is_reported_but_is_not_drift() {
 
     // NOT NULL without a default breaks every insert Brighter makes: that is drift.
     client
-        .batch_execute("ALTER TABLE public.outbox ADD COLUMN shard int NOT NULL")
-        .await
-        .unwrap();
+        .batch("ALTER TABLE public.outbox ADD COLUMN shard int NOT NULL")
+        .await;
     let report = drift_of(&db, &plan, 8).await;
     assert!(report.drifted());
     assert_eq!(
@@ -137,14 +134,12 @@ async fn a_column_an_application_added_is_reported_but_is_not_drift() {
 
 #[tokio::test]
 async fn the_plan_reports_drift_against_the_recorded_version_without_changing_anything() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     let plan = outbox("outbox").target(8).build();
     run(&db, &plan).await.unwrap();
     client
-        .batch_execute("DROP INDEX public.idx_outbox_causationid")
-        .await
-        .unwrap();
+        .batch("DROP INDEX public.idx_outbox_causationid")
+        .await;
     let before = snapshot(&client).await;
 
     let session = session(&db).await;

@@ -3,7 +3,7 @@
 //! only a table its BoxTable owns, re-checked under the lock, with consent for the data it holds.
 
 use boxtable_operator::migrate::ownership::{self, Origin};
-use boxtable_operator::migrate::{self, DropBlock, DropRequest, DropVerdict, Rows, RunPath};
+use boxtable_operator::migrate::{self, DropBlock, DropRequest, DropVerdict, Plan, Rows, RunPath};
 use boxtable_operator::reason::Reason;
 use boxtable_operator::report::chain;
 use tokio_util::sync::CancellationToken;
@@ -17,10 +17,31 @@ fn record_of(comment: Option<String>) -> Option<ownership::OwnerRecord> {
     comment.as_deref().and_then(ownership::parse)
 }
 
+/// A fresh database, a client on it, and the plan of `public.outbox` for the BoxTable `uid-a`,
+/// which that plan's run has created.
+async fn outbox_created_for_uid_a() -> (support::TestDb, tokio_postgres::Client, Plan) {
+    let (db, client) = support::fresh_db_and_client().await;
+    let plan = outbox("Outbox").owned_by("uid-a").build();
+    run(&db, &plan).await.unwrap();
+    (db, client, plan)
+}
+
+/// Drops `plan`'s table (`public.outbox`) as its owner, with `consent` or without, and asserts
+/// that it is gone.
+async fn assert_drops_public_outbox(
+    db: &support::TestDb,
+    client: &tokio_postgres::Client,
+    plan: &Plan,
+    consent: bool,
+) {
+    let dropped = drop_as_owner(db, plan, consent).await.unwrap();
+    assert!(dropped.dropped(), "{dropped:?}");
+    assert!(columns(client, "public", "outbox").await.is_empty());
+}
+
 #[tokio::test]
 async fn a_fresh_table_records_the_boxtable_that_created_it() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
 
     run(&db, &outbox("Outbox").owned_by("uid-a").build())
         .await
@@ -34,15 +55,11 @@ async fn a_fresh_table_records_the_boxtable_that_created_it() {
 
 #[tokio::test]
 async fn an_existing_table_is_adopted_by_the_first_boxtable_and_its_own_comment_is_kept() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     outbox_at(&client, "public.outbox", 2, 0).await;
     client
-        .batch_execute(
-            "COMMENT ON TABLE public.outbox IS 'orders waiting to be sent; owner: team-a'",
-        )
-        .await
-        .unwrap();
+        .batch("COMMENT ON TABLE public.outbox IS 'orders waiting to be sent; owner: team-a'")
+        .await;
 
     let outcome = run(&db, &outbox("Outbox").owned_by("uid-a").build())
         .await
@@ -63,8 +80,7 @@ async fn an_existing_table_is_adopted_by_the_first_boxtable_and_its_own_comment_
 
 #[tokio::test]
 async fn another_boxtable_neither_migrates_nor_drops_a_table_it_does_not_own() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     run(&db, &outbox("Outbox").target(5).owned_by("uid-a").build())
         .await
         .unwrap();
@@ -107,18 +123,14 @@ async fn an_up_to_date_table_is_not_reported_ready_to_a_boxtable_that_does_not_o
 
 #[tokio::test]
 async fn a_drop_of_a_table_holding_undispatched_messages_waits_for_consent() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
-    let plan = outbox("Outbox").owned_by("uid-a").build();
-    run(&db, &plan).await.unwrap();
+    let (db, client, plan) = outbox_created_for_uid_a().await;
     client
-        .batch_execute(
+        .batch(
             "INSERT INTO public.outbox (messageid, topic, body, dispatched) \
              SELECT gen_random_uuid()::text, 't', 'b', CASE WHEN i <= 3 THEN now() END \
              FROM generate_series(1, 10) i",
         )
-        .await
-        .unwrap();
+        .await;
 
     let blocked = drop_as_owner(&db, &plan, false).await.unwrap();
 
@@ -135,15 +147,12 @@ async fn a_drop_of_a_table_holding_undispatched_messages_waits_for_consent() {
     assert!(!columns(&client, "public", "outbox").await.is_empty());
     assert_eq!(history_versions(&client, "public").await.len(), 1);
 
-    let dropped = drop_as_owner(&db, &plan, true).await.unwrap();
-    assert!(dropped.dropped(), "{dropped:?}");
-    assert!(columns(&client, "public", "outbox").await.is_empty());
+    assert_drops_public_outbox(&db, &client, &plan, true).await;
 }
 
 #[tokio::test]
 async fn a_drop_of_an_adopted_table_waits_for_consent_even_when_it_is_empty() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     outbox_at(&client, "public.outbox", 2, 0).await;
     let plan = outbox("Outbox").owned_by("uid-a").build();
     run(&db, &plan).await.unwrap();
@@ -165,23 +174,14 @@ async fn a_drop_of_an_adopted_table_waits_for_consent_even_when_it_is_empty() {
 
 #[tokio::test]
 async fn an_empty_table_the_boxtable_created_is_dropped_without_consent() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
-    let plan = outbox("Outbox").owned_by("uid-a").build();
-    run(&db, &plan).await.unwrap();
+    let (db, client, plan) = outbox_created_for_uid_a().await;
 
-    let dropped = drop_as_owner(&db, &plan, false).await.unwrap();
-
-    assert!(dropped.dropped(), "{dropped:?}");
-    assert!(columns(&client, "public", "outbox").await.is_empty());
+    assert_drops_public_outbox(&db, &client, &plan, false).await;
 }
 
 #[tokio::test]
 async fn a_suspended_boxtable_does_not_drop_its_table() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
-    let plan = outbox("Outbox").owned_by("uid-a").build();
-    run(&db, &plan).await.unwrap();
+    let (db, client, plan) = outbox_created_for_uid_a().await;
 
     let request = DropRequest {
         suspended: true,
@@ -195,10 +195,7 @@ async fn a_suspended_boxtable_does_not_drop_its_table() {
 
 #[tokio::test]
 async fn a_table_created_again_after_its_owner_dropped_it_is_never_dropped() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
-    let plan = outbox("Outbox").owned_by("uid-a").build();
-    run(&db, &plan).await.unwrap();
+    let (db, client, plan) = outbox_created_for_uid_a().await;
     assert!(drop_as_owner(&db, &plan, false).await.unwrap().dropped());
 
     // An application creates the table again (Brighter's own start-up path writes no record).
@@ -212,10 +209,7 @@ async fn a_table_created_again_after_its_owner_dropped_it_is_never_dropped() {
 
 #[tokio::test]
 async fn ownership_is_checked_again_under_the_lock_so_a_table_replaced_during_the_wait_is_kept() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
-    let plan = outbox("Outbox").owned_by("uid-a").build();
-    run(&db, &plan).await.unwrap();
+    let (db, client, plan) = outbox_created_for_uid_a().await;
     // A Brighter application holds the lock while it replaces the table.
     let key = boxtable_operator::lock::LockIdentity::for_table(plan.table()).key();
     let app = db.connect().await;
@@ -232,12 +226,8 @@ async fn ownership_is_checked_again_under_the_lock_so_a_table_replaced_during_th
     let replace = async {
         // The drop has found the lock taken (and has read nothing it will act on).
         waiting_rx.await.unwrap();
-        app.batch_execute(
-            "DROP TABLE public.outbox; \
-             CREATE TABLE public.outbox (id bigserial, messageid varchar(255), headerbag text, body text)",
-        )
-        .await
-        .unwrap();
+        app.batch("DROP TABLE public.outbox; \
+             CREATE TABLE public.outbox (id bigserial, messageid varchar(255), headerbag text, body text)").await;
         app.query_one("SELECT pg_advisory_unlock($1)", &[&key])
             .await
             .unwrap();

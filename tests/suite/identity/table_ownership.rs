@@ -36,9 +36,8 @@ async fn set_comment(h: &Harness, qualified: &str, text: &str) {
     let literal = text.replace('\'', "''");
     h.sql()
         .await
-        .batch_execute(&format!("COMMENT ON TABLE {qualified} IS '{literal}'"))
-        .await
-        .unwrap();
+        .batch(&format!("COMMENT ON TABLE {qualified} IS '{literal}'"))
+        .await;
 }
 
 /// The ownership line of the table's comment.
@@ -50,6 +49,28 @@ async fn record(h: &Harness, qualified: &str) -> String {
         .collect();
     assert_eq!(lines.len(), 1, "one ownership record: {comment:?}");
     lines[0].to_owned()
+}
+
+/// The Ready message of a new BoxTable `orders` for `public.<table>`, a table a deleted BoxTable
+/// left whose comment is then replaced with `comment`, once it is Stalled with TableConflict.
+async fn conflict_over_a_left_table_commented(h: &Harness, table: &str, comment: &str) -> String {
+    table_left_by_a_deleted_boxtable(h, "seed", table).await;
+    set_comment(h, &format!("public.{table}"), comment).await;
+    let stalled = h
+        .apply_stalled(boxtable("orders").table(table), "TableConflict")
+        .await;
+    ready_message(&stalled)
+}
+
+/// The ownership line of the table's comment, once the user's own comment is seen still to be its
+/// first line.
+async fn record_below_the_user_comment(h: &Harness, qualified: &str) -> String {
+    let comment = comment(h, qualified).await.unwrap();
+    assert!(
+        comment.starts_with(&format!("{USER_COMMENT}\n")),
+        "{comment}"
+    );
+    record(h, qualified).await
 }
 
 /// Makes `table` (in `public`) through a BoxTable that is then deleted with Retain, and leaves
@@ -65,22 +86,9 @@ async fn table_left_by_a_deleted_boxtable(h: &Harness, name: &str, table: &str) 
     bt.uid().unwrap()
 }
 
-fn ready_message(bt: &BoxTable) -> String {
-    condition(bt.status.as_ref().unwrap(), "Ready")
-        .unwrap()
-        .message
-        .clone()
-}
-
 /// `boxtable_migrations_applied_total`, summed.
 fn migrations_applied(h: &Harness) -> u64 {
-    h.metrics
-        .encode()
-        .unwrap()
-        .lines()
-        .filter(|l| l.starts_with("boxtable_migrations_applied_total{"))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
-        .sum()
+    h.counter_total("boxtable_migrations_applied_total")
 }
 
 async fn wait_for_event(h: &Harness, name: &str, reason: &str) -> String {
@@ -107,9 +115,9 @@ async fn a_boxtable_deleted_with_retain_and_applied_again_takes_its_table_back_w
     let old_uid = table_left_by_a_deleted_boxtable(&h, "orders-outbox", "recreated_outbox").await;
     let applied = migrations_applied(&h);
 
-    h.apply(boxtable("orders-outbox").table("recreated_outbox"))
+    let bt = h
+        .apply_ready(boxtable("orders-outbox").table("recreated_outbox"))
         .await;
-    let bt = h.wait_ready("orders-outbox").await;
 
     assert_eq!(reason(bt.status.as_ref().unwrap()), "UpToDate");
     assert_eq!(
@@ -117,12 +125,7 @@ async fn a_boxtable_deleted_with_retain_and_applied_again_takes_its_table_back_w
         vec![8]
     );
     assert_eq!(migrations_applied(&h), applied, "nothing migrated again");
-    let comment = comment(&h, "public.recreated_outbox").await.unwrap();
-    assert!(
-        comment.starts_with(&format!("{USER_COMMENT}\n")),
-        "{comment}"
-    );
-    let record = record(&h, "public.recreated_outbox").await;
+    let record = record_below_the_user_comment(&h, "public.recreated_outbox").await;
     assert!(
         record.contains(&format!("uid={}", bt.uid().unwrap())) && !record.contains(&old_uid),
         "the record names the new object: {record}"
@@ -138,9 +141,9 @@ async fn a_retain_boxtable_replaced_under_another_name_in_its_namespace_hands_th
     let h = Harness::start().await;
     let old_uid = table_left_by_a_deleted_boxtable(&h, "orders", "handover_outbox").await;
 
-    h.apply(boxtable("orders-v2").table("handover_outbox"))
+    let bt = h
+        .apply_ready(boxtable("orders-v2").table("handover_outbox"))
         .await;
-    let bt = h.wait_ready("orders-v2").await;
 
     assert_eq!(
         h.history_versions("public", "handover_outbox").await,
@@ -179,8 +182,9 @@ async fn a_live_owner_in_another_namespace_keeps_its_table_even_against_the_anno
     );
     set_comment(&h, "public.kept_outbox", &planted).await;
 
-    h.apply(boxtable("mine").table("kept_outbox")).await;
-    let stalled = h.wait_stalled("mine", "TableConflict").await;
+    let stalled = h
+        .apply_stalled(boxtable("mine").table("kept_outbox"), "TableConflict")
+        .await;
     let message = ready_message(&stalled);
     assert!(
         message.contains(&format!("{other}/orders"))
@@ -189,13 +193,8 @@ async fn a_live_owner_in_another_namespace_keeps_its_table_even_against_the_anno
         "{message}"
     );
 
-    let passes = h.reconciles();
-    h.annotate("mine", "brighter.dev/adopt", "public.kept_outbox")
+    h.annotate_and_wait_for_a_pass("mine", "brighter.dev/adopt", "public.kept_outbox")
         .await;
-    wait_until("a pass after the annotation", || async {
-        h.reconciles() > passes
-    })
-    .await;
     assert!(is_stalled_with(&h.get("mine").await, "TableConflict"));
     assert_eq!(
         comment(&h, "public.kept_outbox").await.as_deref(),
@@ -207,20 +206,12 @@ async fn a_live_owner_in_another_namespace_keeps_its_table_even_against_the_anno
 async fn a_gone_owner_in_another_namespace_is_taken_over_only_with_the_annotation_naming_the_table()
 {
     let h = Harness::start().await;
-    table_left_by_a_deleted_boxtable(&h, "seed", "moved_outbox").await;
     let other = h.plane.create_namespace("ownership-gone");
-    set_comment(
-        &h,
-        "public.moved_outbox",
-        &format!(
-            "{USER_COMMENT}\nbrighter.dev/owner: cluster=test boxtable={other}/orders uid=5d0c6c1e-gone origin=created"
-        ),
-    )
-    .await;
+    let gone_owner = format!(
+        "{USER_COMMENT}\nbrighter.dev/owner: cluster=test boxtable={other}/orders uid=5d0c6c1e-gone origin=created"
+    );
 
-    h.apply(boxtable("orders").table("moved_outbox")).await;
-    let stalled = h.wait_stalled("orders", "TableConflict").await;
-    let message = ready_message(&stalled);
+    let message = conflict_over_a_left_table_commented(&h, "moved_outbox", &gone_owner).await;
     assert!(
         message.contains("no longer exists")
             && message.contains(&format!(
@@ -230,13 +221,8 @@ async fn a_gone_owner_in_another_namespace_is_taken_over_only_with_the_annotatio
         "{message}"
     );
 
-    let passes = h.reconciles();
-    h.annotate("orders", "brighter.dev/adopt", "public.Moved_Outbox")
+    h.annotate_and_wait_for_a_pass("orders", "brighter.dev/adopt", "public.Moved_Outbox")
         .await;
-    wait_until("a pass after the annotation", || async {
-        h.reconciles() > passes
-    })
-    .await;
     assert!(
         is_stalled_with(&h.get("orders").await, "TableConflict"),
         "the annotation must name the table exactly"
@@ -245,12 +231,7 @@ async fn a_gone_owner_in_another_namespace_is_taken_over_only_with_the_annotatio
     h.annotate("orders", "brighter.dev/adopt", "public.moved_outbox")
         .await;
     let bt = h.wait_ready("orders").await;
-    let comment = comment(&h, "public.moved_outbox").await.unwrap();
-    assert!(
-        comment.starts_with(&format!("{USER_COMMENT}\n")),
-        "{comment}"
-    );
-    let record = record(&h, "public.moved_outbox").await;
+    let record = record_below_the_user_comment(&h, "public.moved_outbox").await;
     assert!(
         record.contains(&format!("uid={}", bt.uid().unwrap())) && record.contains("origin=adopted"),
         "{record}"
@@ -260,21 +241,13 @@ async fn a_gone_owner_in_another_namespace_is_taken_over_only_with_the_annotatio
 #[tokio::test]
 async fn an_owner_recorded_under_another_cluster_name_needs_the_adoption_annotation() {
     let h = Harness::start().await;
-    table_left_by_a_deleted_boxtable(&h, "seed", "foreign_outbox").await;
     // The same namespace and name, but written by the operator of cluster "staging".
-    set_comment(
-        &h,
-        "public.foreign_outbox",
-        &format!(
-            "brighter.dev/owner: cluster=staging boxtable={}/orders uid=0a1b2c origin=created",
-            h.namespace
-        ),
-    )
-    .await;
+    let staging = format!(
+        "brighter.dev/owner: cluster=staging boxtable={}/orders uid=0a1b2c origin=created",
+        h.namespace
+    );
 
-    h.apply(boxtable("orders").table("foreign_outbox")).await;
-    let stalled = h.wait_stalled("orders", "TableConflict").await;
-    let message = ready_message(&stalled);
+    let message = conflict_over_a_left_table_commented(&h, "foreign_outbox", &staging).await;
     assert!(
         message.contains("cluster staging")
             && message.contains("brighter.dev/adopt=public.foreign_outbox"),

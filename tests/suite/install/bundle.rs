@@ -13,6 +13,7 @@ use std::process::Command;
 use serde_json::Value as Json;
 
 use crate::support::control_plane::{ControlPlane, root};
+use crate::support::process::run_ok;
 
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 const REGENERATE: &str = "scripts/install-bundle.sh";
@@ -52,18 +53,14 @@ fn identities(objects: &[Json]) -> BTreeSet<String> {
 #[test]
 fn the_bundle_is_deploy_rendered_with_the_image_at_this_version() {
     let plane = plane();
-    let rendered = Command::new(root().join(REGENERATE))
-        .arg("--stdout")
-        .env("KUBECTL", plane.kubectl_binary())
-        .current_dir(root())
-        .output()
-        .unwrap();
-    assert!(
-        rendered.status.success(),
-        "{REGENERATE} --stdout failed: {}",
-        String::from_utf8_lossy(&rendered.stderr)
+    let rendered = run_ok(
+        &format!("{REGENERATE} --stdout"),
+        Command::new(root().join(REGENERATE))
+            .arg("--stdout")
+            .env("KUBECTL", plane.kubectl_binary())
+            .current_dir(root()),
     );
-    let expected = documents(&String::from_utf8(rendered.stdout).unwrap());
+    let expected = documents(&rendered);
     let bundle = bundle();
     assert!(
         bundle == expected,

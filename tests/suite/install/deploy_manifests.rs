@@ -27,6 +27,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value as Json;
 
+use crate::support::json::{self, Difference};
+
 /// The namespace the operator is installed into.
 const NAMESPACE: &str = "boxtable-system";
 /// The operator's ServiceAccount, Deployment, ClusterRole and leader-election Lease.
@@ -180,33 +182,6 @@ fn all<T: k8s_openapi::Resource + DeserializeOwned>(objects: &[Json]) -> Vec<T> 
         .collect()
 }
 
-/// Records every difference between the rendered JSON and its typed round trip. Numbers compare
-/// by value (a schema's `minimum: 0` comes back as `0.0`).
-fn differences(path: &str, original: &Json, round_trip: &Json, out: &mut Vec<String>) {
-    match (original, round_trip) {
-        (Json::Object(a), Json::Object(b)) => {
-            for (key, value) in a {
-                let here = format!("{path}.{key}");
-                match b.get(key) {
-                    Some(other) => differences(&here, value, other, out),
-                    None => out.push(format!("{here}: unknown field, dropped by the schema")),
-                }
-            }
-            for key in b.keys().filter(|key| !a.contains_key(*key)) {
-                out.push(format!("{path}.{key}: added by the schema"));
-            }
-        }
-        (Json::Array(a), Json::Array(b)) if a.len() == b.len() => {
-            for (index, (x, y)) in a.iter().zip(b).enumerate() {
-                differences(&format!("{path}[{index}]"), x, y, out);
-            }
-        }
-        (Json::Number(a), Json::Number(b)) if a.as_f64() == b.as_f64() => {}
-        (a, b) if a == b => {}
-        (a, b) => out.push(format!("{path}: {a} became {b}")),
-    }
-}
-
 /// Deserializes `object` into `T` and serializes it back; any field the type does not know, or
 /// any value it reads differently, is a difference.
 fn schema_differences<T: DeserializeOwned + Serialize>(object: &Json) -> Vec<String> {
@@ -215,9 +190,16 @@ fn schema_differences<T: DeserializeOwned + Serialize>(object: &Json) -> Vec<Str
         Err(e) => return vec![format!("does not deserialize: {e}")],
     };
     let round_trip = serde_json::to_value(&typed).expect("typed object serializes");
-    let mut out = Vec::new();
-    differences("", object, &round_trip, &mut out);
-    out
+    // Numbers compare by value: a schema's `minimum: 0` comes back as `0.0`.
+    let described = |(path, difference): (String, Difference)| match difference {
+        Difference::OnlyInFirst => format!("{path}: unknown field, dropped by the schema"),
+        Difference::OnlyInSecond => format!("{path}: added by the schema"),
+        Difference::Changed(a, b) => format!("{path}: {a} became {b}"),
+    };
+    json::differences("", object, &round_trip)
+        .into_iter()
+        .map(described)
+        .collect()
 }
 
 fn expand(grants: &[Grant]) -> BTreeSet<(String, String, String, String)> {

@@ -19,6 +19,8 @@ use serde_json::{Value as Json, json};
 
 use crate::support::control_plane::{ControlPlane, control_plane, kubectl_for_kustomize};
 use crate::support::helm::helm_binary;
+use crate::support::json::{self, Difference};
+use crate::support::process::{run_ok, stdout_of_success};
 use crate::support::wait::wait_until_blocking;
 
 /// The chart, relative to the repository root.
@@ -108,14 +110,7 @@ pub(crate) fn helm_command(major: &str, plane: Option<&ControlPlane>) -> Command
 /// Runs Helm and returns its stdout, failing the test with everything it printed otherwise.
 fn helm_ok(major: &str, plane: Option<&ControlPlane>, args: &[&str]) -> String {
     let out = helm(major, plane, args);
-    assert!(
-        out.status.success(),
-        "helm {major} {} failed:\n{}{}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    stdout_of_success(&format!("helm {major} {}", args.join(" ")), out)
 }
 
 /// Parses a multi-document YAML stream into its objects (empty documents dropped).
@@ -251,27 +246,12 @@ fn without_helm_labels(mut object: Json, release: &str) -> Json {
 
 /// Every difference between two objects, as `<path>: <what>`. Numbers compare by value.
 fn differences(path: &str, deploy: &Json, chart: &Json, out: &mut Vec<String>) {
-    match (deploy, chart) {
-        (Json::Object(a), Json::Object(b)) => {
-            for (key, value) in a {
-                let here = format!("{path}.{key}");
-                match b.get(key) {
-                    Some(other) => differences(&here, value, other, out),
-                    None => out.push(format!("{here}: only in deploy/")),
-                }
-            }
-            for key in b.keys().filter(|key| !a.contains_key(*key)) {
-                out.push(format!("{path}.{key}: only in the chart"));
-            }
-        }
-        (Json::Array(a), Json::Array(b)) if a.len() == b.len() => {
-            for (index, (x, y)) in a.iter().zip(b).enumerate() {
-                differences(&format!("{path}[{index}]"), x, y, out);
-            }
-        }
-        (Json::Number(a), Json::Number(b)) if a.as_f64() == b.as_f64() => {}
-        (a, b) if a == b => {}
-        (a, b) => out.push(format!("{path}: {a} in deploy/, {b} in the chart")),
+    for (here, difference) in json::differences(path, deploy, chart) {
+        out.push(match difference {
+            Difference::OnlyInFirst => format!("{here}: only in deploy/"),
+            Difference::OnlyInSecond => format!("{here}: only in the chart"),
+            Difference::Changed(a, b) => format!("{here}: {a} in deploy/, {b} in the chart"),
+        });
     }
 }
 
@@ -982,15 +962,11 @@ fn the_network_policy_admits_scrapes_and_lets_out_dns_the_api_server_and_postgre
 fn install_prometheus_operator_crds(plane: &ControlPlane) {
     static DONE: OnceLock<()> = OnceLock::new();
     DONE.get_or_init(|| {
-        let out = Command::new(root().join("scripts/prometheus-operator-crds.sh"))
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "scripts/prometheus-operator-crds.sh: {}",
-            String::from_utf8_lossy(&out.stderr)
+        let printed = run_ok(
+            "scripts/prometheus-operator-crds.sh",
+            &mut Command::new(root().join("scripts/prometheus-operator-crds.sh")),
         );
-        let dir = PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
+        let dir = PathBuf::from(printed.trim());
         for plural in ["servicemonitors", "prometheusrules"] {
             let file = dir.join(format!("monitoring.coreos.com_{plural}.yaml"));
             plane

@@ -17,6 +17,8 @@ use std::sync::OnceLock;
 
 use serde_json::Value as Json;
 
+use crate::support::process::printed;
+
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 const BINARY: &str = env!("CARGO_BIN_EXE_boxtable-operator");
 
@@ -41,15 +43,6 @@ const SHELLS: &[&str] = &[
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn output_text(output: &Output) -> String {
-    format!(
-        "status {}\nstdout:\n{}\nstderr:\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
 }
 
 /// The image built for this run, unpacked.
@@ -93,7 +86,7 @@ fn image() -> &'static Image {
         assert!(
             built.status.success(),
             "scripts/image.sh failed:\n{}",
-            output_text(&built)
+            printed(&built)
         );
         let layout = output.join("oci");
         let index = read_json(&layout.join("index.json"));
@@ -121,7 +114,7 @@ fn image() -> &'static Image {
                 .arg(&path)
                 .output()
                 .unwrap();
-            assert!(listed.status.success(), "{}", output_text(&listed));
+            assert!(listed.status.success(), "{}", printed(&listed));
             for line in String::from_utf8(listed.stdout).unwrap().lines() {
                 let name = line
                     .split_whitespace()
@@ -137,7 +130,7 @@ fn image() -> &'static Image {
                 .arg(&rootfs)
                 .output()
                 .unwrap();
-            assert!(unpacked.status.success(), "{}", output_text(&unpacked));
+            assert!(unpacked.status.success(), "{}", printed(&unpacked));
         }
         let sbom = read_json(&output.join("sbom.cdx.json"));
         Image {
@@ -200,7 +193,7 @@ fn run_entrypoint(image: &Image, args: &[&str]) -> Output {
 fn the_entrypoint_prints_its_version_as_uid_65532_on_a_read_only_root() {
     let image = image();
     let out = run_entrypoint(image, &["--version"]);
-    assert!(out.status.success(), "{}", output_text(&out));
+    assert!(out.status.success(), "{}", printed(&out));
     assert_eq!(
         String::from_utf8_lossy(&out.stdout).trim(),
         format!("boxtable-operator {VERSION}")
@@ -211,7 +204,7 @@ fn the_entrypoint_prints_its_version_as_uid_65532_on_a_read_only_root() {
 fn the_entrypoint_prints_the_crd_as_uid_65532_on_a_read_only_root() {
     let image = image();
     let out = run_entrypoint(image, &["crd"]);
-    assert!(out.status.success(), "{}", output_text(&out));
+    assert!(out.status.success(), "{}", printed(&out));
     let expected = fs::read_to_string(root().join("crds/boxtable.yaml")).unwrap();
     assert_eq!(String::from_utf8_lossy(&out.stdout), expected);
 }
@@ -243,7 +236,7 @@ fn git(args: &[&str]) -> String {
         .current_dir(root())
         .output()
         .unwrap();
-    assert!(out.status.success(), "git {args:?}: {}", output_text(&out));
+    assert!(out.status.success(), "git {args:?}: {}", printed(&out));
     String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
@@ -401,7 +394,7 @@ fn crates_in_the_binary() -> BTreeSet<(String, String)> {
         .current_dir(root())
         .output()
         .unwrap();
-    assert!(out.status.success(), "cargo tree: {}", output_text(&out));
+    assert!(out.status.success(), "cargo tree: {}", printed(&out));
     String::from_utf8(out.stdout)
         .unwrap()
         .lines()
@@ -474,7 +467,7 @@ fn the_same_commit_and_binary_build_the_same_image_digest() {
     let image = image();
     let dir = tempfile::tempdir().unwrap();
     let again = build(&dir.path().join("image"));
-    assert!(again.status.success(), "{}", output_text(&again));
+    assert!(again.status.success(), "{}", printed(&again));
     assert_eq!(
         fs::read_to_string(dir.path().join("image/digest")).unwrap(),
         fs::read_to_string(image.output.join("digest")).unwrap()

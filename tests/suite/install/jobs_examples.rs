@@ -4,7 +4,7 @@
 //! two such Jobs starting together with a Brighter application never migrate a table twice.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use boxtable_operator::ident::QualifiedName;
@@ -18,6 +18,7 @@ use tokio_postgres::Client;
 use crate::support;
 use crate::support::Sql;
 use crate::support::control_plane::{control_plane, root};
+use crate::support::process::printed;
 
 /// The workload examples and where their migrate container is.
 const WORKLOADS: &[(&str, &str)] = &[
@@ -128,14 +129,6 @@ fn operator(args: &[String]) -> Command {
     cmd
 }
 
-fn printed(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
 #[test]
 fn each_example_is_accepted_by_the_real_server_and_its_pods_meet_the_restricted_profile() {
     let plane = control_plane();
@@ -218,16 +211,12 @@ fn each_example_is_accepted_by_the_real_server_and_its_pods_meet_the_restricted_
 
 async fn tables(client: &Client) -> Vec<(String, i32, String)> {
     client
-        .query(
+        .triples(
             "SELECT \"BoxTableName\"::text, \"MigrationVersion\", \"Description\"::text \
                FROM public.\"__BrighterMigrationHistory\" ORDER BY 1, 2",
             &[],
         )
         .await
-        .unwrap()
-        .into_iter()
-        .map(|r| (r.get(0), r.get(1), r.get(2)))
-        .collect()
 }
 
 fn fresh_history() -> Vec<(String, i32, String)> {
@@ -298,16 +287,10 @@ async fn brighter_application_start(client: &Client, hold: Duration) -> bool {
         tokio::time::sleep(Duration::from_millis(delays.next().unwrap())).await;
     }
     let history = HistoryTable::for_table(&table, HistoryScope::Global);
-    client
-        .batch_execute("BEGIN; SAVEPOINT history")
-        .await
-        .unwrap();
+    client.batch("BEGIN; SAVEPOINT history").await;
     // Another table's migration may be creating the history table at the same moment.
     if client.batch_execute(&history.create_sql()).await.is_err() {
-        client
-            .batch_execute("ROLLBACK TO SAVEPOINT history")
-            .await
-            .unwrap();
+        client.batch("ROLLBACK TO SAVEPOINT history").await;
     }
     let row = client
         .query_one(
@@ -321,7 +304,7 @@ async fn brighter_application_start(client: &Client, hold: Duration) -> bool {
     let create = !exists && rows == 0;
     if create {
         for sql in fresh_statements(BoxKind::Outbox, Payload::Text, &table, 8) {
-            client.batch_execute(&sql).await.unwrap();
+            client.batch(&sql).await;
         }
         client
             .execute(
@@ -333,7 +316,7 @@ async fn brighter_application_start(client: &Client, hold: Duration) -> bool {
             .unwrap();
     }
     tokio::time::sleep(hold).await;
-    client.batch_execute("COMMIT").await.unwrap();
+    client.batch("COMMIT").await;
     let released: bool = client.value("SELECT pg_advisory_unlock($1)", &[&key]).await;
     assert!(released);
     create
@@ -385,9 +368,8 @@ async fn two_jobs_and_an_application_starting_together_migrate_each_table_once()
     let mut application_created = 0;
     let mut jobs_created = 0;
     for round in 0..ROUNDS {
-        let db = support::fresh_db().await;
-        let client = db.connect().await;
-        client.batch_execute(DDL_LOG).await.unwrap();
+        let (db, client) = support::fresh_db_and_client().await;
+        client.batch(DDL_LOG).await;
         let app = db.connect().await;
         let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         let first = lay_out_mounts(&argocd, WORKLOADS[0].1, a.path(), &db.url);

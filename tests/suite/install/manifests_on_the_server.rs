@@ -83,13 +83,7 @@ fn deploy_and_the_examples_are_accepted_by_the_real_server_without_warnings() {
     // The examples, moved to a namespace of this test's own: the Namespace is created, every
     // other object is created in a server dry run.
     let ns = format!("examples-{}", std::process::id());
-    let dir = support::e2e::root().join("examples");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
-        .collect();
-    files.sort();
+    let files = support::e2e::yaml_files(&support::e2e::root().join("examples"));
     assert!(files.len() >= 5, "{files:?}");
     for file in files {
         let text = std::fs::read_to_string(&file)

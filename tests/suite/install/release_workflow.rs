@@ -11,6 +11,8 @@ use std::process::{Command, Output};
 
 use serde_json::Value as Json;
 
+use crate::support::process::printed;
+
 const WORKFLOW: &str = ".github/workflows/release.yml";
 
 fn root() -> PathBuf {
@@ -29,21 +31,13 @@ fn actionlint(workflow: &Path) -> Output {
         .expect("run bash")
 }
 
-fn text(output: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
-}
-
 #[test]
 fn actionlint_finds_nothing_in_the_release_workflow() {
     let out = actionlint(&root().join(WORKFLOW));
     assert!(
         out.status.success(),
         "actionlint {WORKFLOW}:\n{}",
-        text(&out)
+        printed(&out)
     );
 }
 
@@ -63,7 +57,7 @@ fn actionlint_reports_a_broken_workflow() {
     assert_ne!(edited, original);
     fs::write(&broken, edited).unwrap();
     let out = actionlint(&broken);
-    let report = text(&out);
+    let report = printed(&out);
     assert!(!out.status.success(), "actionlint accepted it:\n{report}");
     assert!(report.contains("runnr"), "{report}");
     assert!(report.contains("SC2086"), "shellcheck ran: {report}");

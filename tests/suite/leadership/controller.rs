@@ -107,6 +107,17 @@ impl Cluster {
             .unwrap();
     }
 
+    /// Waits until the BoxTable `name` is Ready, failing with `what`.
+    async fn wait_ready(&self, name: &str, what: &str) {
+        wait_until(what, || async {
+            self.boxtables()
+                .get(name)
+                .await
+                .is_ok_and(|bt| is_ready(&bt))
+        })
+        .await;
+    }
+
     fn boxtables(&self) -> Api<BoxTable> {
         Api::namespaced(self.client.clone(), &self.namespace)
     }
@@ -205,9 +216,8 @@ async fn a_long_migration_survives(
     // The migration blocks on its first ALTER until this transaction ends.
     let blocker = cluster.db.connect().await;
     blocker
-        .batch_execute("BEGIN; LOCK TABLE public.victim IN ACCESS SHARE MODE")
-        .await
-        .unwrap();
+        .batch("BEGIN; LOCK TABLE public.victim IN ACCESS SHARE MODE")
+        .await;
     let proxy = FaultProxy::start(cluster.operator_client().await).await;
     let leader = cluster.replica(proxy.client(), "pod-a");
     wait_until("pod-a leads", || async {
@@ -243,7 +253,7 @@ async fn a_long_migration_survives(
         1,
         "the migration is still running"
     );
-    blocker.batch_execute("ROLLBACK").await.unwrap();
+    blocker.batch("ROLLBACK").await;
     wait_until("victim is Ready at version 8", || async {
         cluster.boxtables().get("victim").await.is_ok_and(|bt| {
             is_ready(&bt) && bt.status.as_ref().and_then(|s| s.applied_version) == Some(8)
@@ -314,14 +324,7 @@ async fn a_standby_is_ready_and_takes_over_at_once_when_the_leader_shuts_down() 
     assert_eq!(first.leader_gauge(), 1.0, "the leader's boxtable_leader");
     assert_eq!(second.leader_gauge(), 0.0, "a standby's boxtable_leader");
     cluster.create(boxtable("orders")).await;
-    wait_until("orders is Ready", || async {
-        cluster
-            .boxtables()
-            .get("orders")
-            .await
-            .is_ok_and(|bt| is_ready(&bt))
-    })
-    .await;
+    cluster.wait_ready("orders", "orders is Ready").await;
 
     first.shutdown.cancel();
     (&mut first.task).await.unwrap().unwrap();
@@ -343,14 +346,9 @@ async fn a_standby_is_ready_and_takes_over_at_once_when_the_leader_shuts_down() 
     cluster
         .create(boxtable("billing").table("billing_outbox"))
         .await;
-    wait_until("billing is Ready under the new leader", || async {
-        cluster
-            .boxtables()
-            .get("billing")
-            .await
-            .is_ok_and(|bt| is_ready(&bt))
-    })
-    .await;
+    cluster
+        .wait_ready("billing", "billing is Ready under the new leader")
+        .await;
     wait_until("the new leader is ready", || async {
         second.readiness.is_ready()
     })

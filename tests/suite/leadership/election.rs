@@ -27,6 +27,22 @@ const SHORT: Timing = Timing {
     retry_period: Duration::from_millis(200),
 };
 
+/// Six failed renewals in a row (200 ms apart) fit well within the renew deadline (10 s), also
+/// on a busy machine.
+const OUTLASTS_SIX_FAILED_RENEWALS: Timing = Timing {
+    lease_duration: Duration::from_secs(12),
+    renew_deadline: Duration::from_secs(10),
+    retry_period: Duration::from_millis(200),
+};
+
+/// A lease long enough to outlast a 20 s stall; the stalled request is abandoned after half the
+/// renew deadline and retried.
+const OUTLASTS_A_20_SECOND_STALL: Timing = Timing {
+    lease_duration: Duration::from_secs(30),
+    renew_deadline: Duration::from_secs(25),
+    retry_period: Duration::from_secs(1),
+};
+
 /// A client (the admin) and a namespace of this test's own on the real API server.
 #[derive(Clone)]
 struct Server {
@@ -59,6 +75,16 @@ fn leases(server: &Server) -> Api<Lease> {
 
 fn elector(server: &Server, identity: &str, timing: Timing) -> LeaderElector {
     LeaderElector::new(leases(server), LEASE, identity).with_timing(timing)
+}
+
+/// Two electors with [`SHORT`] timing on a fresh server: `pod-a`, which has just won, and
+/// `pod-b`, standing by.
+async fn a_leader_and_a_standby() -> (Server, LeaderElector, LeaderElector) {
+    let client = server().await;
+    let first = elector(&client, "pod-a", SHORT);
+    let second = elector(&client, "pod-b", SHORT);
+    assert!(wins_within(&first, WAIT).await);
+    (client, first, second)
 }
 
 /// Tries to become leader for `within`; true if it did.
@@ -123,10 +149,7 @@ async fn write_skewed(client: &Server, identity: &str, skew: jiff::SignedDuratio
 
 #[tokio::test]
 async fn a_standby_waits_while_the_leader_renews_and_takes_over_at_once_when_it_is_handed_back() {
-    let client = server().await;
-    let first = elector(&client, "pod-a", SHORT);
-    let second = elector(&client, "pod-b", SHORT);
-    assert!(wins_within(&first, WAIT).await);
+    let (client, first, second) = a_leader_and_a_standby().await;
 
     let keep = CancellationToken::new();
     let renewing = {
@@ -155,10 +178,7 @@ async fn a_standby_waits_while_the_leader_renews_and_takes_over_at_once_when_it_
 
 #[tokio::test]
 async fn a_leader_that_stops_renewing_is_taken_over_once_its_record_is_a_lease_duration_old() {
-    let client = server().await;
-    let first = elector(&client, "pod-a", SHORT);
-    let second = elector(&client, "pod-b", SHORT);
-    assert!(wins_within(&first, WAIT).await);
+    let (_client, _first, second) = a_leader_and_a_standby().await;
     let started = Instant::now();
     assert!(wins_within(&second, WAIT).await);
     let waited = started.elapsed();
@@ -225,12 +245,7 @@ async fn a_dead_holder_whose_clock_was_an_hour_ahead_is_taken_over_after_a_lease
 
 #[tokio::test]
 async fn renewals_failing_with_503_429_and_500_do_not_end_leadership() {
-    // Six failed renewals in a row fit well within the renew deadline, also on a busy machine.
-    let timing = Timing {
-        lease_duration: Duration::from_secs(12),
-        renew_deadline: Duration::from_secs(10),
-        retry_period: Duration::from_millis(200),
-    };
+    let timing = OUTLASTS_SIX_FAILED_RENEWALS;
     let client = server().await;
     let proxy = FaultProxy::start(client.client.clone()).await;
     // kube's client retries 429, 503 and 504 itself; without that, every fault reaches the
@@ -277,13 +292,7 @@ async fn renewals_failing_with_503_429_and_500_do_not_end_leadership() {
 
 #[tokio::test]
 async fn a_renewal_stalled_for_20_seconds_does_not_end_leadership_and_no_standby_takes_over() {
-    // A lease long enough to outlast the stall; the stalled request is abandoned after half the
-    // renew deadline and retried.
-    let timing = Timing {
-        lease_duration: Duration::from_secs(30),
-        renew_deadline: Duration::from_secs(25),
-        retry_period: Duration::from_secs(1),
-    };
+    let timing = OUTLASTS_A_20_SECOND_STALL;
     let client = server().await;
     let proxy = FaultProxy::start(client.client.clone()).await;
     let leader = elector(&client.via(proxy.client()), "pod-a", timing);

@@ -75,6 +75,39 @@ fn no_cancel() -> CancellationToken {
     CancellationToken::new()
 }
 
+/// The lock Brighter takes to migrate `public.outbox`.
+fn public_outbox() -> LockIdentity {
+    LockIdentity::from_lock_key("BrighterMigration_public.outbox")
+}
+
+/// A fresh database and a session of application `app` holding [`public_outbox`].
+async fn outbox_lock_held_by(app: &str) -> (support::TestDb, Session, LockIdentity) {
+    let db = support::fresh_db().await;
+    let holder = session(&db, app).await;
+    let id = public_outbox();
+    acquire_at_once(&holder, &id).await;
+    (db, holder, id)
+}
+
+/// A fresh database where a session of application `holder_app` holds [`public_outbox`]: that
+/// session, a second one of application `other_app`, and a plain connection to watch both.
+async fn outbox_lock_contest(
+    holder_app: &str,
+    other_app: &str,
+) -> (Session, Session, Client, LockIdentity) {
+    let (db, holder, id) = outbox_lock_held_by(holder_app).await;
+    let other = session(&db, other_app).await;
+    let observer = db.connect().await;
+    (holder, other, observer, id)
+}
+
+/// Takes `identity` on `session`, which must get it without waiting.
+async fn acquire_at_once(session: &Session, identity: &LockIdentity) -> lock::AcquireReport {
+    lock::acquire(session, identity, Duration::ZERO, &no_cancel(), |_| {})
+        .await
+        .unwrap()
+}
+
 #[test]
 fn every_vector_derives_the_published_key_hex_and_pg_locks_halves() {
     for v in vectors() {
@@ -121,9 +154,7 @@ async fn acquiring_each_vector_shows_one_pg_locks_row_with_its_classid_objid_and
     let pid = backend_pid(holder.client()).await;
     for v in vectors() {
         let id = LockIdentity::from_lock_key(&v.lock_key);
-        lock::acquire(&holder, &id, Duration::ZERO, &no_cancel(), |_| {})
-            .await
-            .unwrap();
+        acquire_at_once(&holder, &id).await;
         let rows = lock_rows(&observer, &id).await;
         assert_eq!(
             rows,
@@ -142,13 +173,8 @@ async fn acquiring_each_vector_shows_one_pg_locks_row_with_its_classid_objid_and
 
 #[tokio::test]
 async fn the_same_lock_key_is_one_lock_across_acquire_release_reacquire_and_sessions() {
-    let db = support::fresh_db().await;
-    let a = session(&db, "lock-a").await;
+    let (db, a, id) = outbox_lock_held_by("lock-a").await;
     let b = db.connect().await;
-    let id = LockIdentity::from_lock_key("BrighterMigration_public.outbox");
-    lock::acquire(&a, &id, Duration::ZERO, &no_cancel(), |_| {})
-        .await
-        .unwrap();
     assert!(!try_lock(&b, &id).await, "another session is excluded");
     lock::release(&a, &id).await.unwrap();
     assert!(
@@ -156,9 +182,7 @@ async fn the_same_lock_key_is_one_lock_across_acquire_release_reacquire_and_sess
         "released lock is free for another session"
     );
     b.query_one(lock::UNLOCK_SQL, &[&id.key()]).await.unwrap();
-    lock::acquire(&a, &id, Duration::ZERO, &no_cancel(), |_| {})
-        .await
-        .unwrap();
+    acquire_at_once(&a, &id).await;
     assert!(!try_lock(&b, &id).await, "re-acquired lock excludes again");
     let recomputed = LockIdentity::for_table(&QualifiedName::parse(None, "Outbox").unwrap());
     assert!(
@@ -172,29 +196,19 @@ async fn distinct_keys_do_not_block_each_other() {
     let db = support::fresh_db().await;
     let a = session(&db, "lock-a").await;
     let b = session(&db, "lock-b").await;
-    let public = LockIdentity::from_lock_key("BrighterMigration_public.outbox");
+    let public = public_outbox();
     let billing = LockIdentity::from_lock_key("BrighterMigration_billing.outbox");
-    lock::acquire(&a, &public, Duration::ZERO, &no_cancel(), |_| {})
-        .await
-        .unwrap();
-    let report = lock::acquire(&b, &billing, Duration::ZERO, &no_cancel(), |_| {})
-        .await
-        .unwrap();
+    acquire_at_once(&a, &public).await;
+    let report = acquire_at_once(&b, &billing).await;
     assert_eq!(report.attempts, 1);
 }
 
 #[tokio::test]
 async fn timeout_error_names_the_lock_key_the_timeout_and_the_holder_and_the_loser_holds_nothing() {
-    let db = support::fresh_db().await;
-    let holder = session(&db, "orders-api").await;
-    let loser = session(&db, "boxtable-operator").await;
-    let observer = db.connect().await;
+    let (holder, loser, observer, id) =
+        outbox_lock_contest("orders-api", "boxtable-operator").await;
     let holder_pid = backend_pid(holder.client()).await;
     let loser_pid = backend_pid(loser.client()).await;
-    let id = LockIdentity::from_lock_key("BrighterMigration_public.outbox");
-    lock::acquire(&holder, &id, Duration::ZERO, &no_cancel(), |_| {})
-        .await
-        .unwrap();
 
     let mut seen_holder = None;
     let started = std::time::Instant::now();
@@ -262,9 +276,7 @@ async fn release_reports_lost_when_the_session_does_not_hold_the_lock() {
     let err = lock::release(&s, &id).await.unwrap_err();
     assert!(matches!(err, LockError::Lost { .. }), "{err:?}");
     assert!(err.to_string().contains("BrighterMigration_public.inbox"));
-    lock::acquire(&s, &id, Duration::ZERO, &no_cancel(), |_| {})
-        .await
-        .unwrap();
+    acquire_at_once(&s, &id).await;
     lock::release(&s, &id).await.unwrap();
 }
 
@@ -274,12 +286,8 @@ async fn locking_twice_needs_unlocking_twice() {
     let s = session(&db, "lock-test").await;
     let other = db.connect().await;
     let id = LockIdentity::from_lock_key("BrighterMigration_a.b");
-    lock::acquire(&s, &id, Duration::ZERO, &no_cancel(), |_| {})
-        .await
-        .unwrap();
-    lock::acquire(&s, &id, Duration::ZERO, &no_cancel(), |_| {})
-        .await
-        .unwrap();
+    acquire_at_once(&s, &id).await;
+    acquire_at_once(&s, &id).await;
     lock::release(&s, &id).await.unwrap();
     assert!(
         !try_lock(&other, &id).await,
@@ -291,14 +299,7 @@ async fn locking_twice_needs_unlocking_twice() {
 
 #[tokio::test]
 async fn terminating_the_holders_backend_frees_the_lock_for_the_next_session() {
-    let db = support::fresh_db().await;
-    let holder = session(&db, "doomed").await;
-    let next = session(&db, "next").await;
-    let admin = db.connect().await;
-    let id = LockIdentity::from_lock_key("BrighterMigration_public.outbox");
-    lock::acquire(&holder, &id, Duration::ZERO, &no_cancel(), |_| {})
-        .await
-        .unwrap();
+    let (holder, next, admin, id) = outbox_lock_contest("doomed", "next").await;
     let pid = backend_pid(holder.client()).await;
     // The one-argument form exists on every supported major (the timeout argument only from 14);
     // the next session's wait below covers the time the backend takes to exit.
@@ -315,14 +316,7 @@ async fn terminating_the_holders_backend_frees_the_lock_for_the_next_session() {
 
 #[tokio::test]
 async fn a_waiter_holds_no_snapshot_and_no_transaction_between_polls() {
-    let db = support::fresh_db().await;
-    let holder = session(&db, "holder").await;
-    let waiter = session(&db, "waiter-under-test").await;
-    let observer = db.connect().await;
-    let id = LockIdentity::from_lock_key("BrighterMigration_public.outbox");
-    lock::acquire(&holder, &id, Duration::ZERO, &no_cancel(), |_| {})
-        .await
-        .unwrap();
+    let (_holder, waiter, observer, id) = outbox_lock_contest("holder", "waiter-under-test").await;
     let waiter_pid = backend_pid(waiter.client()).await;
 
     let cancel = CancellationToken::new();
@@ -375,13 +369,7 @@ async fn a_waiter_holds_no_snapshot_and_no_transaction_between_polls() {
 
 #[tokio::test]
 async fn cancellation_stops_a_real_wait_promptly() {
-    let db = support::fresh_db().await;
-    let holder = session(&db, "holder").await;
-    let waiter = session(&db, "waiter").await;
-    let id = LockIdentity::from_lock_key("BrighterMigration_public.outbox");
-    lock::acquire(&holder, &id, Duration::ZERO, &no_cancel(), |_| {})
-        .await
-        .unwrap();
+    let (_holder, waiter, _, id) = outbox_lock_contest("holder", "waiter").await;
     let cancel = CancellationToken::new();
     // Cancel once the waiter has found the lock taken and is backing off; measure from there.
     let (contended, first_contention) = tokio::sync::oneshot::channel();
@@ -411,15 +399,13 @@ async fn cancellation_stops_a_real_wait_promptly() {
 async fn the_lock_statements_are_prepared_once_when_the_session_opens_and_reused_by_every_round() {
     let db = support::fresh_db().await;
     let s = session(&db, "lock-test").await;
-    let id = LockIdentity::from_lock_key("BrighterMigration_public.outbox");
+    let id = public_outbox();
 
     let at_open = support::prepared_statements(s.client()).await;
     let texts: Vec<&str> = at_open.iter().map(|(_, text)| text.as_str()).collect();
     assert_eq!(texts, [lock::UNLOCK_SQL, lock::TRY_LOCK_SQL], "{at_open:?}");
     for _ in 0..25 {
-        lock::acquire(&s, &id, Duration::ZERO, &no_cancel(), |_| {})
-            .await
-            .unwrap();
+        acquire_at_once(&s, &id).await;
         lock::release(&s, &id).await.unwrap();
     }
     assert_eq!(
@@ -434,7 +420,7 @@ async fn a_lock_statement_unknown_to_the_backend_is_reported_as_a_pooler_and_tak
     let db = support::fresh_db().await;
     let s = session(&db, "lock-test").await;
     let observer = db.connect().await;
-    let id = LockIdentity::from_lock_key("BrighterMigration_public.outbox");
+    let id = public_outbox();
     // What a transaction-mode pooler does to a session: the next statement reaches a backend
     // that never prepared the lock statements.
     s.client().batch_execute("DEALLOCATE ALL").await.unwrap();

@@ -39,6 +39,17 @@ async fn hold_lock_of(db: &support::TestDb, plan: &Plan) -> (tokio_postgres::Cli
     (holder, key)
 }
 
+/// A fresh database, an outbox plan that waits up to `lock_timeout` for Brighter's lock, and
+/// another session holding that lock (with the lock's key).
+async fn outbox_whose_lock_is_held(
+    lock_timeout: Duration,
+) -> (support::TestDb, Plan, tokio_postgres::Client, i64) {
+    let db = support::fresh_db().await;
+    let plan = outbox("Outbox").lock_timeout(lock_timeout).build();
+    let (holder, key) = hold_lock_of(&db, &plan).await;
+    (db, plan, holder, key)
+}
+
 #[tokio::test]
 async fn eight_runners_at_once_create_the_table_once_and_leave_no_lock() {
     let db = Arc::new(support::fresh_db().await);
@@ -77,10 +88,7 @@ async fn eight_runners_on_eight_tables_in_eight_schemas_race_to_create_one_histo
     let client = db.connect().await;
     let mut tasks = Vec::new();
     for i in 0..8 {
-        client
-            .batch_execute(&format!("CREATE SCHEMA s{i}"))
-            .await
-            .unwrap();
+        client.batch(&format!("CREATE SCHEMA s{i}")).await;
         let plan = outbox("Outbox").in_schema(&format!("s{i}")).build();
         let db = db.clone();
         tasks.push(tokio::spawn(async move { run(&db, &plan).await }));
@@ -95,8 +103,7 @@ async fn eight_runners_on_eight_tables_in_eight_schemas_race_to_create_one_histo
 
 #[tokio::test]
 async fn a_lock_held_by_another_session_times_out_naming_the_holder_and_changes_nothing() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     let plan = outbox("Outbox")
         .lock_timeout(Duration::from_millis(300))
         .build();
@@ -142,11 +149,7 @@ async fn a_lock_held_by_another_session_times_out_naming_the_holder_and_changes_
 
 #[tokio::test]
 async fn a_run_waits_for_the_holder_and_then_migrates() {
-    let db = support::fresh_db().await;
-    let plan = outbox("Outbox")
-        .lock_timeout(Duration::from_secs(20))
-        .build();
-    let (holder, key) = hold_lock_of(&db, &plan).await;
+    let (db, plan, holder, key) = outbox_whose_lock_is_held(Duration::from_secs(20)).await;
     // The holder lets go once the run has found the lock taken, however long it took to get there.
     let (contended, first_contention) = tokio::sync::oneshot::channel();
     let release = async {
@@ -174,8 +177,7 @@ async fn a_run_waits_for_the_holder_and_then_migrates() {
 
 #[tokio::test]
 async fn cancelling_a_run_mid_statement_rolls_back_and_releases_the_lock() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     outbox_at(&client, "public.outbox", 6, 1).await;
     let busy = hold_access_share(&db, "public.outbox").await;
     let before = snapshot(&client).await;
@@ -208,7 +210,7 @@ async fn cancelling_a_run_mid_statement_rolls_back_and_releases_the_lock() {
         "the server cancelled the blocked statement"
     );
     assert_eq!(advisory_locks(&client).await, 0);
-    busy.batch_execute("ROLLBACK").await.unwrap();
+    busy.batch("ROLLBACK").await;
     assert_eq!(snapshot(&client).await, before);
     let alive: i32 = session.client().value("SELECT 1", &[]).await;
     assert_eq!(alive, 1, "the session is still usable");
@@ -221,13 +223,9 @@ async fn cancelling_a_run_mid_statement_rolls_back_and_releases_the_lock() {
 
 #[tokio::test]
 async fn a_waiter_stops_waiting_once_the_holder_has_brought_the_table_up_to_date() {
-    let db = support::fresh_db().await;
-    let plan = outbox("Outbox")
-        .lock_timeout(Duration::from_secs(30))
-        .build();
     // A Brighter application holds the lock for a long time and provisions the table while the
     // operator waits: it keeps the lock after its migration has committed.
-    let (holder, key) = hold_lock_of(&db, &plan).await;
+    let (db, plan, holder, key) = outbox_whose_lock_is_held(Duration::from_secs(30)).await;
     // The application provisions once the operator is waiting for its lock.
     let (contended, first_contention) = tokio::sync::oneshot::channel();
     let provision = async {

@@ -96,16 +96,12 @@ async fn a_database_that_never_answers_ends_the_pass_deadline_exceeded_within_it
 #[tokio::test]
 async fn a_read_stuck_behind_a_table_lock_is_cancelled_on_the_server_at_the_deadline() {
     let h = Harness::start().await;
-    h.apply(boxtable("orders").lock_timeout("1s")).await;
-    h.wait_ready("orders").await;
+    h.apply_ready(boxtable("orders").lock_timeout("1s")).await;
     // A long transaction holds the history table: the pass's read before the lock queues behind it.
     let blocker = h.sql().await;
     blocker
-        .batch_execute(
-            "BEGIN; LOCK TABLE public.\"__BrighterMigrationHistory\" IN ACCESS EXCLUSIVE MODE",
-        )
-        .await
-        .unwrap();
+        .batch("BEGIN; LOCK TABLE public.\"__BrighterMigrationHistory\" IN ACCESS EXCLUSIVE MODE")
+        .await;
     let started = Instant::now();
     h.annotate("orders", RECONCILE_REQUESTED_ANNOTATION, "stuck-read")
         .await;
@@ -140,6 +136,6 @@ async fn a_read_stuck_behind_a_table_lock_is_cancelled_on_the_server_at_the_dead
     ];
     assert_reported(&h, &bt, &must_say, "never-in-this-test").await;
     // Once the transaction ends, the retry (with backoff) makes it Ready again.
-    blocker.batch_execute("ROLLBACK").await.unwrap();
+    blocker.batch("ROLLBACK").await;
     h.wait_ready("orders").await;
 }

@@ -17,8 +17,7 @@ use crate::support::reliability::*;
 
 #[tokio::test]
 async fn terminating_the_lock_session_mid_run_stops_it_and_commits_nothing() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     outbox_at(&client, "public.outbox", 1, 20).await;
     install_ddl_hook(&client).await;
     set_db_setting(&client, &db.name, "pause_at", Some(8)).await;
@@ -40,13 +39,8 @@ async fn terminating_the_lock_session_mid_run_stops_it_and_commits_nothing() {
     let run = finish(child).await;
     release_pause(&control).await;
 
-    assert_ne!(run.code, Some(0), "{run:?}");
-    assert_eq!(run.reason(), "ConnectionFailed", "{run:?}");
-    assert!(
-        run.message().contains("session was lost") && run.message().contains("advisory lock"),
-        "the message says the session and its lock are gone: {}",
-        run.message()
-    );
+    // The message says the session and its lock are gone.
+    run.assert_failed_with("ConnectionFailed", &["session was lost", "advisory lock"]);
     wait_until_gone(&client, MIGRATE_APP).await;
     assert_eq!(brighter_lock_holders(&client, "outbox").await, 0);
     assert_eq!(recorded_version(&client, "outbox").await, None);
@@ -58,8 +52,7 @@ async fn terminating_the_lock_session_mid_run_stops_it_and_commits_nothing() {
 #[tokio::test]
 async fn a_failing_step_rolls_back_then_unlocks_keeping_its_error_and_the_next_runner_locks_at_once()
  {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     outbox_at(&client, "public.outbox", 1, 20).await;
     install_ddl_hook(&client).await;
     set_db_setting(&client, &db.name, "fail_at", Some(7)).await;
@@ -111,7 +104,7 @@ async fn hostile_role(db: &support::TestDb, client: &tokio_postgres::Client) -> 
         String::new()
     };
     client
-        .batch_execute(&format!(
+        .batch(&format!(
             "CREATE ROLE \"{role}\" LOGIN PASSWORD '{password}'; \
              ALTER ROLE \"{role}\" SET statement_timeout = '500ms'; \
              ALTER ROLE \"{role}\" SET lock_timeout = '200ms'; \
@@ -121,21 +114,13 @@ async fn hostile_role(db: &support::TestDb, client: &tokio_postgres::Client) -> 
              ALTER TABLE public.outbox OWNER TO \"{role}\";",
             db.name
         ))
-        .await
-        .unwrap();
-    let mut config = db.config();
-    config.user(&role).password(password);
-    let (host, port) = match (config.get_hosts().first(), config.get_ports().first()) {
-        (Some(tokio_postgres::config::Host::Tcp(h)), Some(p)) => (h.clone(), *p),
-        _ => panic!("DATABASE_URL must name a TCP host"),
-    };
-    format!("postgres://{role}:{password}@{host}:{port}/{}", db.name)
+        .await;
+    db.url_as(&role, password)
 }
 
 #[tokio::test]
 async fn role_timeouts_do_not_break_a_long_lock_wait() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     outbox_at(&client, "public.outbox", 6, 5).await;
     let url = hostile_role(&db, &client).await;
     let holder = db.connect().await;

@@ -11,8 +11,7 @@ use crate::support::migrate::*;
 
 #[tokio::test]
 async fn an_unlock_that_finds_the_lock_gone_after_commit_still_reports_the_migration() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
+    let (db, client) = support::fresh_db_and_client().await;
     let plan = outbox("Outbox").build();
     release_lock_at_commit_of_history_rows(&client, LockIdentity::for_table(plan.table()).key())
         .await;

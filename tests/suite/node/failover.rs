@@ -17,7 +17,7 @@ use boxtable_operator::lock::LockIdentity;
 
 use crate::support::Sql;
 use crate::support::control_plane::{ControlPlane, OPERATOR_NAMESPACE};
-use crate::support::node::{get_json, printed, wait_for};
+use crate::support::node::{assert_succeeded, get_json, printed, wait_for};
 use crate::support::node_install::{Install, is_ready, name, secret_for};
 use crate::support::{TestDb, fresh_db};
 
@@ -62,23 +62,36 @@ fn wait_ready(plane: &ControlPlane, namespace: &str) {
         ],
         None,
     );
-    assert!(
-        waited.status.success(),
-        "orders-outbox did not reach Ready: {}\n{:#}",
-        printed(&waited),
-        get_json(plane, &["-n", namespace, "boxtable", "orders-outbox"])
+    assert_succeeded(
+        plane,
+        &waited,
+        "orders-outbox did not reach Ready",
+        &["-n", namespace, "boxtable", "orders-outbox"],
     );
+}
+
+/// A runtime, a fresh database, and `dist/install.yaml` with its two replicas Ready: the
+/// install, its Pods and the name of the leader's.
+fn a_database_and_two_ready_replicas() -> (
+    tokio::runtime::Runtime,
+    TestDb,
+    Install,
+    Vec<serde_json::Value>,
+    String,
+) {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let db = runtime.block_on(fresh_db());
+    let install = Install::dist();
+    let pods = install.ready_pods(2);
+    let leader = install.leader(&pods);
+    (runtime, db, install, pods, leader)
 }
 
 #[test]
 fn the_leader_deleted_during_a_lock_wait_exits_at_once_and_hands_the_lease_over() {
     const NS: &str = "node-failover";
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let db = runtime.block_on(fresh_db());
-    let mut install = Install::dist();
+    let (runtime, db, mut install, _pods, leader) = a_database_and_two_ready_replicas();
     let plane = install.plane;
-    let pods = install.ready_pods(2);
-    let leader = install.leader(&pods);
 
     // A Brighter application holds the table's migration lock: the leader waits for it.
     let app = runtime.block_on(db.connect());
@@ -212,12 +225,8 @@ fn the_leader_deleted_during_a_lock_wait_exits_at_once_and_hands_the_lease_over(
 #[test]
 fn a_container_killed_with_sigkill_is_restarted_once_by_the_kubelet_and_converges() {
     const NS: &str = "node-sigkill";
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let db = runtime.block_on(fresh_db());
-    let mut install = Install::dist();
+    let (_runtime, db, mut install, pods, leader) = a_database_and_two_ready_replicas();
     let plane = install.plane;
-    let pods = install.ready_pods(2);
-    let leader = install.leader(&pods);
     let pod = pods.iter().find(|p| name(p) == leader).unwrap();
     let pid = install.operator_pid(pod);
     let started = Instant::now();

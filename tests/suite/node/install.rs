@@ -15,7 +15,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::support::control_plane::{ControlPlane, OPERATOR_NAMESPACE, root};
-use crate::support::node::{Node, get_json, node, printed};
+use crate::support::node::{Node, assert_succeeded, node, printed};
 use crate::support::node_install::{Install, connection_string, name};
 
 /// Addresses outside the machine: a documentation address, a public resolver, and an IPv6 one.
@@ -425,11 +425,11 @@ fn dist_install_yaml_runs_two_ready_replicas_one_leader_and_reconciles_the_examp
         ],
         None,
     );
-    assert!(
-        waited.status.success(),
-        "the examples did not reach Ready: {}\n{:#}",
-        printed(&waited),
-        get_json(plane, &["-n", SHOP, "boxtables"])
+    assert_succeeded(
+        plane,
+        &waited,
+        "the examples did not reach Ready",
+        &["-n", SHOP, "boxtables"],
     );
     let reconciled = started.elapsed();
     let wide = plane

@@ -31,7 +31,9 @@ use serde_json::Value;
 use crate::support::Sql;
 use crate::support::control_plane::{ControlPlane, OPERATOR_NAMESPACE, control_plane, root};
 use crate::support::helm::helm;
-use crate::support::node::{Node, get_json, node, operator_image, printed, wait_for};
+use crate::support::node::{
+    Node, assert_succeeded, get_json, node, operator_image, printed, wait_for,
+};
 use crate::support::node_install::{Install, is_ready, name, secret_for};
 use crate::support::{TestDb, fresh_db};
 
@@ -688,12 +690,8 @@ fn helm_upgrade_of_the_chart_upgrades_the_previous_release_without_migrating_aga
         "--timeout",
         "3m",
     ]);
-    assert!(
-        installed.status.success(),
-        "helm install of {PREVIOUS}'s chart: {}\npods: {:#}",
-        printed(&installed),
-        get_json(plane, &["-n", namespace, "pods"])
-    );
+    let what = format!("helm install of {PREVIOUS}'s chart");
+    assert_succeeded(plane, &installed, &what, &["-n", namespace, "pods"]);
     let selector = "app.kubernetes.io/name=boxtable-operator";
     let fleet = Fleet::new("node-upgrade-helm");
     let ready = fleet.apply_and_wait_ready();
@@ -717,11 +715,11 @@ fn helm_upgrade_of_the_chart_upgrades_the_previous_release_without_migrating_aga
         "--timeout",
         "3m",
     ]);
-    assert!(
-        upgraded.status.success(),
-        "helm upgrade to this commit's chart: {}\npods: {:#}",
-        printed(&upgraded),
-        get_json(plane, &["-n", namespace, "pods"])
+    assert_succeeded(
+        plane,
+        &upgraded,
+        "helm upgrade to this commit's chart",
+        &["-n", namespace, "pods"],
     );
     let took = started.elapsed();
     let leader = leader_pod(plane, namespace, selector);

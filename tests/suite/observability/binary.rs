@@ -30,9 +30,8 @@ async fn the_binary_logs_its_metrics_port_and_each_migration_in_plain_text_and_c
     );
 
     cluster
-        .apply_boxtable(ns, boxtable("orders").table("orders_outbox").drop_policy())
+        .apply_boxtable_ready(ns, boxtable("orders").table("orders_outbox").drop_policy())
         .await;
-    cluster.wait_ready(ns, "orders").await;
     let migrated = cluster
         .eventually("the migration's info line", WAIT, || async {
             operator
@@ -210,9 +209,8 @@ async fn deleting_a_drop_boxtable_logs_no_warning() {
     // then; it is answered at once, before a pass over a BoxTable created afterwards (whose
     // events come later on the same watch) can finish.
     cluster
-        .apply_boxtable(ns, boxtable("later").table("later_outbox").drop_policy())
+        .apply_boxtable_ready(ns, boxtable("later").table("later_outbox").drop_policy())
         .await;
-    cluster.wait_ready(ns, "later").await;
     cluster
         .eventually("the later BoxTable's pass to end", WAIT, || async {
             operator
@@ -267,13 +265,11 @@ async fn the_shipped_environment_migrates_without_notice_lines() {
     let operator = cluster.operator_with_log_filter(ns, "shipped-logs", &log_format, &log_filter);
     // The second table's migration finds the history table there already.
     cluster
-        .apply_boxtable(ns, boxtable("first").table("first_outbox").drop_policy())
+        .apply_boxtable_ready(ns, boxtable("first").table("first_outbox").drop_policy())
         .await;
-    cluster.wait_ready(ns, "first").await;
     cluster
-        .apply_boxtable(ns, boxtable("second").table("second_outbox").drop_policy())
+        .apply_boxtable_ready(ns, boxtable("second").table("second_outbox").drop_policy())
         .await;
-    cluster.wait_ready(ns, "second").await;
     let migrated = cluster
         .eventually("both migrations' info lines", WAIT, || async {
             let logs = operator.logs();
@@ -309,29 +305,25 @@ async fn a_refused_pass_is_logged_as_a_refusal_never_as_a_failed_migration() {
         .await;
     let operator = cluster.operator(ns, "refusals");
     cluster
-        .apply_boxtable(ns, boxtable("owner").table("shared_outbox").drop_policy())
+        .apply_boxtable_ready(ns, boxtable("owner").table("shared_outbox").drop_policy())
         .await;
-    cluster.wait_ready(ns, "owner").await;
     cluster
         .apply(
             boxtable("second")
                 .namespace(ns)
                 .table("shared_outbox")
-                .secret("db")
+                .secret("alias")
                 .drop_policy()
-                .manifest()
-                .replace("name: db", "name: alias"),
+                .manifest(),
         )
         .await;
     cluster
-        .apply(
+        .apply_boxtable(
+            ns,
             boxtable("billing")
-                .namespace(ns)
                 .table("outbox")
-                .secret("db")
-                .drop_policy()
-                .manifest()
-                .replace("table: outbox", "table: outbox\n  schema: billing"),
+                .schema("billing")
+                .drop_policy(),
         )
         .await;
     for (name, table, reason) in [

@@ -193,7 +193,7 @@ async fn lock_held_reads_1_while_a_migration_holds_the_lock_and_a_session_blocke
         .await;
 
     // Let the migration finish: it finds the waiter just before it releases the lock.
-    blocker.batch_execute("COMMIT").await.unwrap();
+    blocker.batch("COMMIT").await;
     wait_for_sample(&cluster, addr, "boxtable_lock_blocked_sessions_total", 1.0).await;
     let body = scrape(addr).await;
     assert_eq!(

@@ -7,6 +7,7 @@ use std::process::{Command, Output, Stdio};
 use serde_json::Value;
 
 use crate::support;
+use crate::support::Sql;
 use crate::support::boxtable::boxtable;
 
 fn command(args: &[&str]) -> Command {
@@ -92,9 +93,8 @@ fn planned(results: &[Value]) -> Vec<(String, Vec<Option<Vec<u8>>>)> {
 // The proxy runs on the runtime's other worker while the test blocks on the child process.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_plan_lists_byte_for_byte_the_statements_the_run_then_sends() {
-    let db = support::fresh_db().await;
-    let client = db.connect().await;
-    client.batch_execute("CREATE SCHEMA sales").await.unwrap();
+    let (db, client) = support::fresh_db_and_client().await;
+    client.batch("CREATE SCHEMA sales").await;
     // An outbox an older Brighter left at V5 with no history: the run adopts it (Bootstrap).
     support::migrate::outbox_at(&client, "public.legacy_outbox", 5, 3).await;
     let dir = tempfile::tempdir().unwrap();
@@ -183,14 +183,7 @@ async fn the_plan_lists_byte_for_byte_the_statements_the_run_then_sends() {
 async fn a_plan_takes_no_lock_and_waits_for_none() {
     let db = support::fresh_db().await;
     let holder = db.connect().await;
-    let key = boxtable_operator::lock::LockIdentity::for_table(
-        &boxtable_operator::ident::QualifiedName::parse(None, "outbox").unwrap(),
-    )
-    .key();
-    holder
-        .query_one("SELECT pg_advisory_lock($1)", &[&key])
-        .await
-        .unwrap();
+    support::reliability::hold_brighter_lock(&holder, "outbox").await;
     let dir = tempfile::tempdir().unwrap();
     let file = boxtable("orders")
         .namespace("shop")
@@ -295,9 +288,8 @@ async fn an_up_to_date_table_plans_no_statements_exits_0_and_reports_its_drift_a
 
     db.connect()
         .await
-        .batch_execute("ALTER TABLE public.outbox ALTER COLUMN topic TYPE text")
-        .await
-        .unwrap();
+        .batch("ALTER TABLE public.outbox ALTER COLUMN topic TYPE text")
+        .await;
     let (code, stdout, _) = run(&["plan", "-f", &file, "--database-url-file", &url_file]);
     assert_eq!(
         code,

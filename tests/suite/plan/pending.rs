@@ -3,8 +3,6 @@
 //! the table changed in between, re-plans and says so (a `Replanned` Warning and the Ready
 //! message).
 
-use std::time::Duration;
-
 use boxtable_operator::crd::{BoxTable, PendingVersion};
 use boxtable_operator::ident::QualifiedName;
 use boxtable_operator::migrate::catalog::step_statements;
@@ -12,6 +10,7 @@ use boxtable_operator::migrate::{BoxKind, RunPath};
 use serde_json::json;
 
 use crate::support;
+use crate::support::Sql;
 use crate::support::controller::*;
 
 fn has_pending(bt: &BoxTable) -> bool {
@@ -30,8 +29,7 @@ fn versions(descriptions: &[(u32, &str)]) -> Vec<PendingVersion> {
 
 /// A table at version 5, then suspended with target 8: the plan is 6, 7, 8.
 async fn suspended_at_five(h: &Harness) -> BoxTable {
-    h.apply(boxtable("orders").outbox().target(5)).await;
-    h.wait_ready("orders").await;
+    h.apply_ready(boxtable("orders").outbox().target(5)).await;
     h.patch_spec("orders", json!({"suspend": true, "targetVersion": 8}))
         .await;
     h.wait_for("orders", "Suspended with a pending plan", |bt| {
@@ -43,10 +41,7 @@ async fn suspended_at_five(h: &Harness) -> BoxTable {
 #[tokio::test]
 async fn a_suspended_boxtable_shows_its_plan_and_unsuspending_applies_exactly_it() {
     // A long resync: only the spec changes start passes.
-    let h = Harness::builder()
-        .resync(Duration::from_secs(600))
-        .start()
-        .await;
+    let h = Harness::without_resync().await;
     let bt = suspended_at_five(&h).await;
 
     let status = bt.status.unwrap();
@@ -93,10 +88,7 @@ async fn a_suspended_boxtable_shows_its_plan_and_unsuspending_applies_exactly_it
 
 #[tokio::test]
 async fn a_table_that_changed_while_suspended_is_replanned_and_says_so() {
-    let h = Harness::builder()
-        .resync(Duration::from_secs(600))
-        .start()
-        .await;
+    let h = Harness::without_resync().await;
     suspended_at_five(&h).await;
 
     // While suspended, an application migrates the table to version 6 (as Brighter would: the
@@ -105,7 +97,7 @@ async fn a_table_that_changed_while_suspended_is_replanned_and_says_so() {
     let table = QualifiedName::parse(Some("public"), "outbox").unwrap();
     let v6 = BoxKind::Outbox.version(6).unwrap();
     for statement in step_statements(v6, &table) {
-        client.batch_execute(&statement).await.unwrap();
+        client.batch(&statement).await;
     }
     support::migrate::write_history(&client, "public", "public", "outbox", 6, v6.description).await;
 

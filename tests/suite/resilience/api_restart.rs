@@ -8,8 +8,9 @@ use std::process::ExitStatus;
 use std::time::Duration;
 
 use jiff::Timestamp;
-use tokio::sync::Mutex;
+use tokio::sync::{Mutex, MutexGuard};
 
+use crate::support::Sql;
 use crate::support::boxtable::boxtable;
 use crate::support::e2e::{Cluster, ControlPlane, OperatorToken, connect};
 
@@ -18,13 +19,23 @@ const WAIT: Duration = Duration::from_secs(180);
 /// One restart at a time.
 static RESTARTS: Mutex<()> = Mutex::const_new(());
 
-/// A cluster whose forbidden requests the test checks itself, leaving out the restart: the
-/// cluster, its control plane and the operator's token.
-async fn cluster_checked_by_the_test() -> (Cluster, &'static ControlPlane, OperatorToken) {
+/// The turn to restart (held until the guard is dropped), and a cluster whose forbidden requests
+/// the test checks itself, leaving out the restart, with the connection Secret `db` in `ns`: the
+/// guard, the cluster, its control plane and the operator's token.
+async fn a_turn_to_restart(
+    ns: &str,
+) -> (
+    MutexGuard<'static, ()>,
+    Cluster,
+    &'static ControlPlane,
+    OperatorToken,
+) {
+    let turn = RESTARTS.lock().await;
     let mut cluster = Cluster::start().await;
     let plane = cluster.plane.unwrap();
     let token = cluster.token.take().unwrap();
-    (cluster, plane, token)
+    cluster.secret(ns, "db").await;
+    (turn, cluster, plane, token)
 }
 
 /// Sends SIGKILL to kube-apiserver; returns how `kill` exited and the pid it was sent to.
@@ -94,10 +105,8 @@ async fn history(cluster: &Cluster, table: &str) -> Vec<i32> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_migration_survives_the_api_server_being_killed_and_restarted_and_runs_once() {
-    let _one = RESTARTS.lock().await;
-    let (cluster, plane, token) = cluster_checked_by_the_test().await;
     let ns = "apirestart";
-    cluster.secret(ns, "db").await;
+    let (_turn, cluster, plane, token) = a_turn_to_restart(ns).await;
     // A V1 outbox, its first ALTER held up by a reader's lock: the migration is mid-transaction.
     let blocker = cluster.v1_outbox_held_open("busy").await;
     let operator = cluster.operator(ns, "e2e-apirestart");
@@ -112,7 +121,7 @@ async fn a_migration_survives_the_api_server_being_killed_and_restarted_and_runs
     // status write after it meets a dead server and must be retried against the new one.
     let killed_at = Timestamp::now();
     let (_, old) = kill_apiserver(plane);
-    blocker.batch_execute("COMMIT").await.unwrap();
+    blocker.batch("COMMIT").await;
     cluster
         .eventually("kube-apiserver to be restarted and ready", WAIT, || async {
             if !apiserver_replaced(plane, old) {
@@ -170,15 +179,12 @@ async fn etcd_post(plane: &ControlPlane, path: &str, body: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_an_etcd_compaction_expires_the_watch_the_operator_relists_and_converges() {
-    let _one = RESTARTS.lock().await;
-    let (cluster, plane, token) = cluster_checked_by_the_test().await;
     let ns = "compaction";
-    cluster.secret(ns, "db").await;
+    let (_turn, cluster, plane, token) = a_turn_to_restart(ns).await;
     let _operator = cluster.operator(ns, "e2e-compaction");
     cluster
-        .apply_boxtable(ns, boxtable("first").table("first_outbox"))
+        .apply_boxtable_ready(ns, boxtable("first").table("first_outbox"))
         .await;
-    cluster.wait_ready(ns, "first").await;
     let lists_before = list_calls(plane, &token);
 
     // Move etcd's revision well past the operator's watch position, compact it away, and restart

@@ -80,9 +80,8 @@ async fn kubectl_apply_of_the_examples_gets_every_boxtable_ready_and_get_wide_sh
     let cluster = Cluster::start().await;
     connect(&cluster.db.url)
         .await
-        .batch_execute("CREATE SCHEMA billing")
-        .await
-        .unwrap();
+        .batch("CREATE SCHEMA billing")
+        .await;
     let _operator = cluster.operator("shop", "e2e-examples");
 
     cluster.kubectl_ok(&["apply", "-f", "examples/"]).await;
@@ -213,18 +212,12 @@ async fn a_sigkilled_operator_leaves_no_partial_table_or_lock_and_a_restart_conv
     cluster.secret("kill", "db").await;
     let blocker = connect(&cluster.db.url).await;
     // A V1 outbox (the 2019 shape without dispatched): bootstrap adds seven steps.
-    blocker
-        .batch_execute(
-            "CREATE TABLE public.victim (Id BIGSERIAL PRIMARY KEY, MessageId UUID UNIQUE NOT NULL, \
+    blocker.batch("CREATE TABLE public.victim (Id BIGSERIAL PRIMARY KEY, MessageId UUID UNIQUE NOT NULL, \
              Topic VARCHAR(255), MessageType VARCHAR(32), Timestamp timestamptz, HeaderBag TEXT, Body TEXT); \
-             INSERT INTO public.victim (MessageId, Topic) VALUES (gen_random_uuid(), 'kept');",
-        )
-        .await
-        .unwrap();
+             INSERT INTO public.victim (MessageId, Topic) VALUES (gen_random_uuid(), 'kept');").await;
     blocker
-        .batch_execute("BEGIN; LOCK TABLE public.victim IN ACCESS SHARE MODE")
-        .await
-        .unwrap();
+        .batch("BEGIN; LOCK TABLE public.victim IN ACCESS SHARE MODE")
+        .await;
     let before = columns(&cluster, "victim").await;
     let operator = cluster.operator("kill", "e2e-killed");
     cluster
@@ -236,7 +229,7 @@ async fn a_sigkilled_operator_leaves_no_partial_table_or_lock_and_a_restart_conv
     let observer = connect(&cluster.db.url).await;
     operator.signal("KILL");
     drop(operator);
-    blocker.batch_execute("COMMIT").await.unwrap();
+    blocker.batch("COMMIT").await;
 
     // The orphaned backend finishes its statement, finds its client gone and rolls back.
     wait_until_no_sessions(

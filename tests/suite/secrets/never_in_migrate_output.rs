@@ -3,6 +3,7 @@
 //! in all three forms.
 
 use crate::support;
+use crate::support::Sql;
 use crate::support::reliability::*;
 
 #[tokio::test]
@@ -14,9 +15,8 @@ async fn a_password_never_appears_in_logs_status_or_errors() {
     let wrong = format!("Wrong{nonce}Zr4");
     let role = format!("rel_secret_{nonce}_{}", db.name.len());
     admin
-        .batch_execute(&format!("CREATE ROLE \"{role}\" LOGIN PASSWORD '{secret}'"))
-        .await
-        .unwrap();
+        .batch(&format!("CREATE ROLE \"{role}\" LOGIN PASSWORD '{secret}'"))
+        .await;
     let config = db.config();
     let port = *config.get_ports().first().unwrap();
     let name = &db.name;

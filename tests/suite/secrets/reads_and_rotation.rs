@@ -6,10 +6,8 @@
 //! conflicts between BoxTables found across Secrets that name the same database, and a rotation
 //! that arrives while every worker is busy acted on when one frees.
 
-use std::time::Duration;
-
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::PostParams;
 use serde_json::json;
 
 use crate::support;
@@ -21,13 +19,7 @@ use boxtable_operator::crd::{
     ChannelBindingParameter, ConnectionKeys, ConnectionParameters, SslModeParameter,
 };
 
-/// Long enough that no resync happens during a test: a pass then comes from a watch.
-const NO_RESYNC: Duration = Duration::from_secs(3600);
 const LABEL: &str = "brighter.dev/connection";
-
-fn secrets(h: &Harness) -> Api<Secret> {
-    Api::namespaced(h.client.clone(), &h.namespace)
-}
 
 /// The requests the controller has made on the Secrets collection so far, in order.
 fn requests_on_secrets(h: &Harness) -> Vec<Seen> {
@@ -47,7 +39,7 @@ async fn create_secret(h: &Harness, name: &str, value: &str, labels: serde_json:
         "stringData": {"connectionString": value},
     }))
     .unwrap();
-    secrets(h)
+    h.secrets()
         .create(&PostParams::default(), &secret)
         .await
         .unwrap();
@@ -55,14 +47,8 @@ async fn create_secret(h: &Harness, name: &str, value: &str, labels: serde_json:
 
 /// Replaces the connection string in the test Secret.
 async fn rotate(h: &Harness, value: &str) {
-    secrets(h)
-        .patch(
-            SECRET,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"stringData": {"connectionString": value}})),
-        )
-        .await
-        .unwrap();
+    h.patch_secret(SECRET, json!({"stringData": {"connectionString": value}}))
+        .await;
 }
 
 /// The test database's URL with a wrong password.
@@ -119,7 +105,7 @@ fn npgsql_form(h: &Harness, database: &str, password_key: &str, extra: &str) -> 
 #[tokio::test]
 async fn connection_string_mistakes_stall_naming_what_to_fix_and_the_corrected_secret_retries_at_once()
  {
-    let h = Harness::builder().resync(NO_RESYNC).start().await;
+    let h = Harness::without_resync().await;
     let password = String::from_utf8_lossy(h.db.config().get_password().unwrap()).into_owned();
     let name = h.db.name.clone();
     let mistakes = [
@@ -166,8 +152,7 @@ async fn secrets_are_watched_by_metadata_only_and_read_once_per_resource_version
         json!({"app": "other"}),
     )
     .await;
-    h.apply(boxtable("orders")).await;
-    h.wait_ready("orders").await;
+    h.apply_ready(boxtable("orders")).await;
     let reads = h.secret_reads(SECRET);
     assert_eq!(reads, 1, "the first pass reads the Secret once");
 
@@ -206,9 +191,8 @@ async fn secrets_are_watched_by_metadata_only_and_read_once_per_resource_version
 
 #[tokio::test]
 async fn a_rotated_secret_is_noticed_by_the_metadata_watch_and_read_again() {
-    let h = Harness::builder().resync(NO_RESYNC).start().await;
-    h.apply(boxtable("orders")).await;
-    h.wait_ready("orders").await;
+    let h = Harness::without_resync().await;
+    h.apply_ready(boxtable("orders")).await;
     assert_eq!(h.secret_reads(SECRET), 1);
 
     // No resync comes: only the watch can start the pass, and only a new GET can see the
@@ -241,9 +225,8 @@ async fn a_secret_rotated_while_every_worker_is_busy_is_acted_on_when_a_worker_f
     // A Secret change is told to the schedule once. Its pass, queued because no worker was free,
     // must still run when its turn comes, not be found "not due" then and wait for a resync
     // that does not come here.
-    let h = Harness::builder().resync(NO_RESYNC).start().await;
-    h.apply(boxtable("orders")).await;
-    h.wait_ready("orders").await;
+    let h = Harness::without_resync().await;
+    h.apply_ready(boxtable("orders")).await;
 
     // One Secret each (a password of its own makes a target of its own), so that no pass waits
     // for another's session: each connects to the black hole and waits there.
@@ -289,8 +272,9 @@ async fn with_a_label_selector_an_unlabelled_secret_is_refused_until_it_is_label
         .start()
         .await;
     create_secret(&h, SECRET, &h.db.url, json!({})).await;
-    h.apply(boxtable("orders")).await;
-    let bt = h.wait_stalled("orders", "SecretNotSelected").await;
+    let bt = h
+        .apply_stalled(boxtable("orders"), "SecretNotSelected")
+        .await;
     let message = &condition(bt.status.as_ref().unwrap(), "Ready")
         .unwrap()
         .message;
@@ -305,14 +289,8 @@ async fn with_a_label_selector_an_unlabelled_secret_is_refused_until_it_is_label
     );
 
     // Labelling it brings it into the watch, which starts the pass (no resync comes).
-    secrets(&h)
-        .patch(
-            SECRET,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"labels": {LABEL: "true"}}})),
-        )
-        .await
-        .unwrap();
+    h.patch_secret(SECRET, json!({"metadata": {"labels": {LABEL: "true"}}}))
+        .await;
     h.wait_ready("orders").await;
     assert!(h.table_exists("public.outbox").await);
 }
@@ -320,13 +298,13 @@ async fn with_a_label_selector_an_unlabelled_secret_is_refused_until_it_is_label
 #[tokio::test]
 async fn two_boxtables_on_one_database_conflict_across_secrets() {
     let h = Harness::start().await;
-    h.apply(boxtable("orders")).await;
-    h.wait_ready("orders").await;
+    h.apply_ready(boxtable("orders")).await;
 
     // Another Secret, another form of connection string, the same host, port and database.
     create_secret(&h, "same-db", &keyword_form(&h), json!({})).await;
-    h.apply(boxtable("orders-copy").secret("same-db")).await;
-    let bt = h.wait_stalled("orders-copy", "TableConflict").await;
+    let bt = h
+        .apply_stalled(boxtable("orders-copy").secret("same-db"), "TableConflict")
+        .await;
     let message = &condition(bt.status.as_ref().unwrap(), "Ready")
         .unwrap()
         .message;
@@ -342,10 +320,7 @@ async fn two_boxtables_on_one_database_conflict_across_secrets() {
     // The same table name on another database is no conflict.
     let admin = support::connect(&support::database_url()).await;
     let other = format!("{}_other", h.db.name);
-    admin
-        .batch_execute(&format!("CREATE DATABASE \"{other}\""))
-        .await
-        .unwrap();
+    admin.batch(&format!("CREATE DATABASE \"{other}\"")).await;
     create_secret(
         &h,
         "other-db",
@@ -353,9 +328,8 @@ async fn two_boxtables_on_one_database_conflict_across_secrets() {
         json!({}),
     )
     .await;
-    h.apply(boxtable("orders-elsewhere").secret("other-db"))
+    h.apply_ready(boxtable("orders-elsewhere").secret("other-db"))
         .await;
-    h.wait_ready("orders-elsewhere").await;
 }
 
 /// The BoxTable's Stalled message once it says `says`.
@@ -444,9 +418,8 @@ async fn a_secret_with_separate_keys_as_cloudnativepg_writes_it_reaches_the_data
         sslmode: Some(SslModeParameter::Disable),
         ..ConnectionParameters::default()
     };
-    h.apply(boxtable("orders").separate_keys(ConnectionKeys::default(), parameters))
+    h.apply_ready(boxtable("orders").separate_keys(ConnectionKeys::default(), parameters))
         .await;
-    h.wait_ready("orders").await;
     assert_eq!(h.history_versions("public", "outbox").await, vec![8]);
 }
 
@@ -480,9 +453,8 @@ async fn a_boxtable_reaches_a_server_that_admits_it_by_client_certificate_and_ch
         sslkey: Some("tls.key".to_owned()),
         ..ConnectionParameters::default()
     };
-    h.apply(boxtable("orders").separate_keys(ConnectionKeys::default(), parameters))
+    h.apply_ready(boxtable("orders").separate_keys(ConnectionKeys::default(), parameters))
         .await;
-    h.wait_ready("orders").await;
     let admin = support::connect(&cluster.url("postgres")).await;
     let owner: String = admin
         .value(
@@ -502,7 +474,7 @@ async fn a_boxtable_reaches_a_server_that_admits_it_by_client_certificate_and_ch
 
 /// The finalizers of Secret `name` (as the admin reads it), empty once it is gone.
 async fn secret_finalizers(h: &Harness, name: &str) -> Vec<String> {
-    secrets(h)
+    h.secrets()
         .get_opt(name)
         .await
         .unwrap()
@@ -571,14 +543,8 @@ async fn no_secret_is_fetched_with_get_and_an_unselected_secrets_data_never_reac
         "{}00000000-0000-4000-8000-000000000029",
         boxtable_operator::crd::SECRET_FINALIZER_PREFIX
     );
-    secrets(&h)
-        .patch(
-            SECRET,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"finalizers": [orphan]}})),
-        )
-        .await
-        .unwrap();
+    h.patch_secret(SECRET, json!({"metadata": {"finalizers": [orphan]}}))
+        .await;
     wait_until("the orphaned finalizer to be taken off", || async {
         !secret_finalizers(&h, SECRET).await.contains(&orphan)
     })

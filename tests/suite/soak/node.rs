@@ -50,7 +50,7 @@ use crate::support::connect;
 use crate::support::control_plane::OPERATOR_NAMESPACE;
 use crate::support::e2e::Cluster;
 use crate::support::node::printed;
-use crate::support::node_install::{DEPLOYMENT, Install, SELECTOR, secret_for};
+use crate::support::node_install::{DEPLOYMENT, Install, SELECTOR, scale_to_zero, secret_for};
 
 /// Added to the operator's arguments: the processes' soak's resync and retry backoff, so that a
 /// BoxTable stalled by a racer's lock is retried within seconds, not the shipped 5 minutes.
@@ -686,21 +686,9 @@ impl OnNode {
         }
         let pods = self.operator_pods(true).await;
         let scaled = Instant::now();
-        let done = tokio::task::spawn_blocking(move || {
-            plane.kubectl_admin(
-                &[
-                    "-n",
-                    OPERATOR_NAMESPACE,
-                    "scale",
-                    "deployment",
-                    DEPLOYMENT,
-                    "--replicas=0",
-                ],
-                None,
-            )
-        })
-        .await
-        .unwrap();
+        let done = tokio::task::spawn_blocking(move || scale_to_zero(plane))
+            .await
+            .unwrap();
         if let Err(message) = done {
             soak.violations
                 .add(format!("scaling the Deployment to zero failed: {message}"));

@@ -13,6 +13,7 @@ use boxtable_operator::crd::LockState;
 use serde_json::Value;
 
 use crate::support::controller::*;
+use crate::support::e2e::{root, yaml_files};
 
 /// The `tools/readiness` binary, or a failure that says how to get it.
 fn readiness_binary() -> PathBuf {
@@ -65,13 +66,7 @@ pub(crate) fn argocd(object: &Value) -> (String, String) {
 
 #[test]
 fn the_argocd_case_corpus_gets_its_expected_health_in_gopher_lua() {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/argocd");
-    let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
-        .collect();
-    paths.sort();
+    let paths = yaml_files(&root().join("tests/data/argocd"));
     assert!(paths.len() >= 5, "{paths:?}");
     let mut failures = Vec::new();
     for path in paths {
@@ -96,8 +91,7 @@ async fn every_state_the_operator_writes_is_judged_as_flux_helm_and_argocd_would
     let h = Harness::builder().without_secret().start().await;
 
     // No Secret yet: Stalled with SecretNotFound.
-    h.apply(boxtable("orders")).await;
-    h.wait_stalled("orders", "SecretNotFound").await;
+    h.apply_stalled(boxtable("orders"), "SecretNotFound").await;
     let stalled = h.raw("orders").await;
     assert_eq!(kstatus(&stalled), "Failed", "{stalled}");
     assert_eq!(argocd(&stalled).0, "Degraded", "{stalled}");
@@ -112,13 +106,7 @@ async fn every_state_the_operator_writes_is_judged_as_flux_helm_and_argocd_would
     // Waiting for Brighter's lock held by an application: Reconciling.
     let _holder = h.hold_lock("orders-api", "public", "inbox").await;
     h.apply(boxtable("inbox").inbox().lock_timeout("60s")).await;
-    h.wait_for("inbox", "lock state Waiting", |bt| {
-        bt.status
-            .as_ref()
-            .and_then(|s| s.lock.as_ref())
-            .is_some_and(|l| l.state == LockState::Waiting)
-    })
-    .await;
+    h.wait_for_lock("inbox", LockState::Waiting).await;
     let waiting = h.raw("inbox").await;
     assert_eq!(kstatus(&waiting), "InProgress", "{waiting}");
     assert_eq!(argocd(&waiting).0, "Progressing", "{waiting}");

@@ -10,8 +10,7 @@ use crate::support::controller::*;
 #[tokio::test]
 async fn a_condition_from_another_field_manager_survives_and_no_op_resyncs_write_no_status() {
     let h = Harness::start().await;
-    h.apply(boxtable("orders")).await;
-    h.wait_ready("orders").await;
+    h.apply_ready(boxtable("orders")).await;
     h.wait_for_passes(1).await;
 
     // Another controller (a policy checker, say) applies a condition of its own to the status.

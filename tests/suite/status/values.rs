@@ -179,6 +179,12 @@ fn ready(status: &BoxTableStatus) -> (&str, &str) {
     (c.reason.as_str(), c.message.as_str())
 }
 
+/// Asserts that `status` is done (kstatus Current) with Ready saying `reason` and `message`.
+fn assert_done_saying(status: &BoxTableStatus, reason: &str, message: &str) {
+    assert_eq!(kstatus(status), DONE);
+    assert_eq!(ready(status), (reason, message));
+}
+
 const IN_PROGRESS: [&str; 3] = ["False", "True", "False"];
 const DONE: [&str; 3] = ["True", "False", "False"];
 const GIVEN_UP: [&str; 3] = ["False", "False", "True"];
@@ -283,11 +289,7 @@ fn deleting_a_table_another_boxtable_manages_says_keeping_from_the_start() {
 #[test]
 fn a_fresh_install_is_ready_and_records_the_run() {
     let status = status_of(&succeeded(RunPath::Fresh, 0, 8));
-    assert_eq!(kstatus(&status), DONE);
-    assert_eq!(
-        ready(&status),
-        ("Migrated", "public.outbox created at version 8")
-    );
+    assert_done_saying(&status, "Migrated", "public.outbox created at version 8");
     assert_eq!(
         (status.applied_version, status.target_version),
         (Some(8), Some(8))
@@ -315,11 +317,7 @@ fn a_fresh_install_is_ready_and_records_the_run() {
 #[test]
 fn an_up_to_date_table_is_ready_with_its_version_in_the_message() {
     let status = status_of(&succeeded(RunPath::UpToDate, 8, 8));
-    assert_eq!(kstatus(&status), DONE);
-    assert_eq!(
-        ready(&status),
-        ("UpToDate", "public.outbox is at version 8")
-    );
+    assert_done_saying(&status, "UpToDate", "public.outbox is at version 8");
 }
 
 #[test]

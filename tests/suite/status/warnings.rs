@@ -15,8 +15,7 @@ fn warnings_with_reason(events: &[k8s_openapi::api::events::v1::Event], reason: 
 #[tokio::test]
 async fn a_table_a_newer_brighter_took_to_v9_is_ready_ahead_of_the_operator_with_a_warning() {
     let h = Harness::start().await;
-    h.apply(boxtable("orders")).await;
-    h.wait_ready("orders").await;
+    h.apply_ready(boxtable("orders")).await;
     let sql = h.sql().await;
     support::migrate::write_history(
         &sql,
@@ -57,8 +56,7 @@ async fn a_lock_gone_after_commit_leaves_the_table_migrated_with_a_warning_and_a
     support::migrate::release_lock_at_commit_of_history_rows(&sql, lock_key("public", "outbox"))
         .await;
 
-    h.apply(boxtable("orders")).await;
-    let bt = h.wait_ready("orders").await;
+    let bt = h.apply_ready(boxtable("orders")).await;
 
     let status = bt.status.unwrap();
     assert_eq!(reason(&status), "Migrated", "{status:?}");

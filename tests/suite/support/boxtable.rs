@@ -31,6 +31,11 @@ pub fn boxtable(name: &str) -> BoxTableBuilder {
 }
 
 impl BoxTableBuilder {
+    /// `metadata.name`.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
     pub fn outbox(mut self) -> Self {
         self.spec.box_kind = BoxKind::Outbox;
         self

@@ -12,17 +12,17 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use boxtable_operator::controller::{self, RunError, Settings};
-use boxtable_operator::crd::{BoxTable, BoxTableStatus};
+use boxtable_operator::crd::{BoxTable, BoxTableStatus, LockState};
 use boxtable_operator::ident::QualifiedName;
 use boxtable_operator::lock::LockIdentity;
 use boxtable_operator::telemetry::{Metrics, Readiness};
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-use kube::Client;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
 };
+use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -33,7 +33,7 @@ use crate::support::control_plane::{ControlPlane, OperatorToken, control_plane};
 use crate::support::db::Sql;
 use crate::support::fault_proxy::{FaultProxy, Faults};
 use crate::support::migrate::history_exists;
-pub use crate::support::wait::{DEADLINE, wait_until};
+pub use crate::support::wait::{DEADLINE, wait_for_value, wait_until};
 
 /// The prefix of each test's namespace (the controller watches only that one).
 pub const NAMESPACE: &str = "ctl";
@@ -41,6 +41,9 @@ pub const NAMESPACE: &str = "ctl";
 pub const SECRET: &str = "shop-db";
 /// The drift-check interval: short, so that "the next resync" comes quickly.
 pub const RESYNC: Duration = Duration::from_secs(2);
+/// A resync interval (ten minutes) no test lasts long enough to see: every pass was started by a
+/// watch or a request.
+pub const NO_RESYNC: Duration = Duration::from_secs(600);
 /// How often waits poll the API server.
 const POLL: Duration = Duration::from_millis(100);
 
@@ -109,6 +112,11 @@ impl Harness {
     /// Everything started, with the Secret holding the test database's URL.
     pub async fn start() -> Self {
         Self::builder().start().await
+    }
+
+    /// Everything started as [`Harness::start`] does, but never resyncing ([`NO_RESYNC`]).
+    pub async fn without_resync() -> Self {
+        Self::builder().resync(NO_RESYNC).start().await
     }
 
     pub fn builder() -> HarnessBuilder {
@@ -191,11 +199,7 @@ impl HarnessBuilder {
             (Faults::not_started("Harness::builder().faults()"), direct)
         };
         let db = crate::support::fresh_db().await;
-        db.connect()
-            .await
-            .batch_execute("CREATE SCHEMA sales")
-            .await
-            .unwrap();
+        db.connect().await.batch("CREATE SCHEMA sales").await;
         let metrics = Arc::new(Metrics::new());
         let readiness = Readiness::new();
         let shutdown = CancellationToken::new();
@@ -294,6 +298,14 @@ pub fn is_ready(bt: &BoxTable) -> bool {
         .is_some_and(|s| has(s, "Ready", "True") && s.observed_generation == bt.metadata.generation)
 }
 
+/// The Ready condition's message.
+pub fn ready_message(bt: &BoxTable) -> String {
+    condition(bt.status.as_ref().unwrap(), "Ready")
+        .unwrap()
+        .message
+        .clone()
+}
+
 /// Stalled=True with `reason`.
 pub fn is_stalled_with(bt: &BoxTable, reason_name: &str) -> bool {
     bt.status
@@ -335,6 +347,18 @@ impl Harness {
             .create(&PostParams::default(), &bt)
             .await
             .unwrap()
+    }
+
+    /// Creates the BoxTable and waits for it to be Ready.
+    pub async fn apply_ready(&self, builder: BoxTableBuilder) -> BoxTable {
+        let created = self.apply(builder).await;
+        self.wait_ready(&created.name_any()).await
+    }
+
+    /// Creates the BoxTable and waits for it to be Stalled with `reason_name`.
+    pub async fn apply_stalled(&self, builder: BoxTableBuilder, reason_name: &str) -> BoxTable {
+        let created = self.apply(builder).await;
+        self.wait_stalled(&created.name_any(), reason_name).await
     }
 
     /// Merge-patches the BoxTable's spec with `spec`.
@@ -404,10 +428,29 @@ impl Harness {
         self.wait_for(name, "Ready=True", is_ready).await
     }
 
+    /// Waits until the Ready condition's reason is `reason_name`.
+    pub async fn wait_for_reason(&self, name: &str, reason_name: &str) -> BoxTable {
+        self.wait_for(name, &format!("Ready reason {reason_name}"), |bt| {
+            bt.status.as_ref().is_some_and(|s| reason(s) == reason_name)
+        })
+        .await
+    }
+
     /// Waits for Stalled=True with `reason_name`.
     pub async fn wait_stalled(&self, name: &str, reason_name: &str) -> BoxTable {
         self.wait_for(name, &format!("Stalled=True ({reason_name})"), |bt| {
             is_stalled_with(bt, reason_name)
+        })
+        .await
+    }
+
+    /// Waits until the BoxTable's lock is in `state`.
+    pub async fn wait_for_lock(&self, name: &str, state: LockState) -> BoxTable {
+        self.wait_for(name, &format!("lock state {state:?}"), |bt| {
+            bt.status
+                .as_ref()
+                .and_then(|s| s.lock.as_ref())
+                .is_some_and(|l| l.state == state)
         })
         .await
     }
@@ -432,15 +475,21 @@ impl Harness {
             .collect()
     }
 
-    /// `boxtable_reconciles_total`, summed over results.
-    pub fn reconciles(&self) -> u64 {
+    /// The counter `name` (`boxtable_reconciles_total`), summed over its labels.
+    pub fn counter_total(&self, name: &str) -> u64 {
+        let labelled = format!("{name}{{");
         self.metrics
             .encode()
             .unwrap()
             .lines()
-            .filter(|l| l.starts_with("boxtable_reconciles_total{"))
+            .filter(|l| l.starts_with(&labelled))
             .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
             .sum()
+    }
+
+    /// `boxtable_reconciles_total`, summed over results.
+    pub fn reconciles(&self) -> u64 {
+        self.counter_total("boxtable_reconciles_total")
     }
 
     /// Waits until `n` more reconcile passes have finished (resyncs, with nothing to do).
@@ -581,19 +630,35 @@ impl Harness {
     /// Deletes the Secret `name` for good: its finalizers (the operator keeps one for each Drop
     /// BoxTable that needs it) are removed first, as someone forcing the deletion would.
     pub async fn delete_secret(&self, name: &str) {
-        let secrets = Api::<Secret>::namespaced(self.client.clone(), &self.namespace);
-        secrets
-            .patch(
-                name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-            )
-            .await
-            .unwrap();
-        secrets
+        self.patch_secret(name, json!({"metadata": {"finalizers": null}}))
+            .await;
+        self.secrets()
             .delete(name, &DeleteParams::default())
             .await
             .unwrap();
+    }
+
+    /// The Secrets in the test's namespace, as the admin sees them.
+    pub fn secrets(&self) -> Api<Secret> {
+        Api::namespaced(self.client.clone(), &self.namespace)
+    }
+
+    /// Merge-patches the Secret `name` with `patch`, as the admin.
+    pub async fn patch_secret(&self, name: &str, patch: Value) {
+        self.secrets()
+            .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .unwrap();
+    }
+
+    /// Sets annotation `key` to `value` on the BoxTable and waits for the pass that follows.
+    pub async fn annotate_and_wait_for_a_pass(&self, name: &str, key: &str, value: &str) {
+        let passes = self.reconciles();
+        self.annotate(name, key, value).await;
+        wait_until(&format!("a pass after annotating {key}"), || async {
+            self.reconciles() > passes
+        })
+        .await;
     }
 
     /// Sets annotation `key` to `value` on the BoxTable (also while it is being deleted).

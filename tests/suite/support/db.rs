@@ -8,9 +8,12 @@ use boxtable_operator::db::{Connection, Session};
 use tokio_postgres::types::{FromSqlOwned, ToSql};
 use tokio_postgres::{Client, Config, NoTls};
 
-/// The two shapes of read the tests make, failing the test on any error: one value, or the
-/// first column of every row. `client.value::<i64>("SELECT count(*) ...", &[]).await`.
+/// The shapes of read the tests make, failing the test on any error: one value, or the first
+/// one, two or three columns of every row; and [`Sql::batch`], statements that must succeed. `client.value::<i64>("SELECT count(*) ...", &[]).await`.
 pub trait Sql {
+    /// Runs the statements in `sql` (one batch, no parameters).
+    fn batch<'a>(&'a self, sql: &'a str) -> impl Future<Output = ()> + Send + 'a;
+
     /// The first column of the one row `sql` returns.
     fn value<'a, T: FromSqlOwned + Send + 'a>(
         &'a self,
@@ -31,9 +34,26 @@ pub trait Sql {
         sql: &'a str,
         params: &'a [&'a (dyn ToSql + Sync)],
     ) -> impl Future<Output = Vec<(A, B)>> + Send + 'a;
+
+    /// The first three columns of every row `sql` returns, in the server's order.
+    fn triples<'a, A, B, C>(
+        &'a self,
+        sql: &'a str,
+        params: &'a [&'a (dyn ToSql + Sync)],
+    ) -> impl Future<Output = Vec<(A, B, C)>> + Send + 'a
+    where
+        A: FromSqlOwned + Send + 'a,
+        B: FromSqlOwned + Send + 'a,
+        C: FromSqlOwned + Send + 'a;
 }
 
 impl Sql for Client {
+    async fn batch<'a>(&'a self, sql: &'a str) {
+        self.batch_execute(sql)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e:?}"));
+    }
+
     async fn value<'a, T: FromSqlOwned + Send + 'a>(
         &'a self,
         sql: &'a str,
@@ -68,6 +88,24 @@ impl Sql for Client {
             .unwrap_or_else(|e| panic!("{sql}: {e:?}"))
             .iter()
             .map(|row| (row.get(0), row.get(1)))
+            .collect()
+    }
+
+    async fn triples<'a, A, B, C>(
+        &'a self,
+        sql: &'a str,
+        params: &'a [&'a (dyn ToSql + Sync)],
+    ) -> Vec<(A, B, C)>
+    where
+        A: FromSqlOwned + Send + 'a,
+        B: FromSqlOwned + Send + 'a,
+        C: FromSqlOwned + Send + 'a,
+    {
+        self.query(sql, params)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e:?}"))
+            .iter()
+            .map(|row| (row.get(0), row.get(1), row.get(2)))
             .collect()
     }
 }
@@ -149,10 +187,27 @@ pub async fn fresh_db() -> TestDb {
     TestDb { name, url }
 }
 
+/// A new, empty database for one test and a plain connection to it.
+pub async fn fresh_db_and_client() -> (TestDb, Client) {
+    let db = fresh_db().await;
+    let client = db.connect().await;
+    (db, client)
+}
+
 impl TestDb {
     /// A new plain connection to this database.
     pub async fn connect(&self) -> Client {
         connect(&self.url).await
+    }
+
+    /// A `postgres://` URL for this database that logs in as `role` with `password`.
+    pub fn url_as(&self, role: &str, password: &str) -> String {
+        let config = self.config();
+        let (host, port) = match (config.get_hosts().first(), config.get_ports().first()) {
+            (Some(tokio_postgres::config::Host::Tcp(h)), Some(p)) => (h.clone(), *p),
+            _ => panic!("DATABASE_URL must name a TCP host"),
+        };
+        format!("postgres://{role}:{password}@{host}:{port}/{}", self.name)
     }
 
     /// The driver config for this database.

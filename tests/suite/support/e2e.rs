@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use crate::support::boxtable::BoxTableBuilder;
 pub use crate::support::control_plane::{ControlPlane, OperatorToken, control_plane};
 pub use crate::support::fault_proxy::{FaultProxy, Faults, Rule};
+use crate::support::process::stdout_of_success;
 pub use crate::support::{TestDb, connect, fresh_db};
 
 /// Finds `kubectl` on `path` (a PATH-style list), or says how to get it.
@@ -41,6 +42,17 @@ pub fn operator_binary() -> PathBuf {
 /// The repository root.
 pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The `.yaml` files in `dir`, sorted by name.
+pub fn yaml_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+        .collect();
+    files.sort();
+    files
 }
 
 /// The real control plane (with `deploy/` installed), an admin kubeconfig for kubectl, a token
@@ -156,14 +168,7 @@ impl Cluster {
     /// Runs kubectl and requires success; returns stdout.
     pub async fn kubectl_ok(&self, args: &[&str]) -> String {
         let out = self.kubectl(args).await;
-        assert!(
-            out.status.success(),
-            "kubectl {} failed:\n{}{}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
+        stdout_of_success(&format!("kubectl {}", args.join(" ")), out)
     }
 
     /// `kubectl apply -f -` of `yaml`, which must succeed.
@@ -185,24 +190,27 @@ impl Cluster {
             .await;
     }
 
+    /// [`Cluster::apply_boxtable`], then waits until the BoxTable is Ready.
+    pub async fn apply_boxtable_ready(&self, ns: &str, boxtable: BoxTableBuilder) {
+        let name = boxtable.name().to_owned();
+        self.apply_boxtable(ns, boxtable).await;
+        self.wait_ready(ns, &name).await;
+    }
+
     /// Creates `public.<table>` as a 2019 (V1) outbox and returns a session holding it in
     /// ACCESS SHARE mode, its transaction left open: a migration's first ALTER waits until it
     /// ends.
     pub async fn v1_outbox_held_open(&self, table: &str) -> tokio_postgres::Client {
         let blocker = connect(&self.db.url).await;
-        blocker
-            .batch_execute(&format!(
+        blocker.batch(&format!(
                 "CREATE TABLE public.{table} (Id BIGSERIAL PRIMARY KEY, MessageId UUID UNIQUE NOT NULL, \
                  Topic VARCHAR(255), MessageType VARCHAR(32), Timestamp timestamptz, HeaderBag TEXT, Body TEXT)"
-            ))
-            .await
-            .unwrap();
+            )).await;
         blocker
-            .batch_execute(&format!(
+            .batch(&format!(
                 "BEGIN; LOCK TABLE public.{table} IN ACCESS SHARE MODE"
             ))
-            .await
-            .unwrap();
+            .await;
         blocker
     }
 

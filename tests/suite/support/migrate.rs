@@ -10,7 +10,7 @@ use boxtable_operator::ident::QualifiedName;
 use boxtable_operator::migrate::ownership::Owner;
 use boxtable_operator::migrate::{
     self, BoxKind, DdlTimeouts, DropOutcome, DropRequest, HistoryScope, InvalidPlan, Outcome,
-    Payload, Plan, RunError,
+    Payload, Plan, RunError, RunPath,
 };
 use boxtable_operator::report::chain;
 use tokio_postgres::Client;
@@ -238,12 +238,33 @@ pub async fn column_names_in_order(client: &Client, schema: &str, table: &str) -
 /// transaction left open: a step's DDL on the table waits until it rolls back.
 pub async fn hold_access_share(db: &TestDb, qualified: &str) -> Client {
     let busy = db.connect().await;
-    busy.batch_execute(&format!(
+    busy.batch(&format!(
         "BEGIN; LOCK TABLE {qualified} IN ACCESS SHARE MODE"
     ))
-    .await
-    .unwrap();
+    .await;
     busy
+}
+
+/// What a run did, as the tests compare it: its path, and the versions it went from and to.
+pub fn path_and_versions(outcome: &Outcome) -> (RunPath, u32, u32) {
+    (outcome.path, outcome.from_version, outcome.to_version)
+}
+
+/// Runs `plan` again and asserts that it found its table up to date at `version` and changed
+/// nothing in the database.
+pub async fn assert_up_to_date_and_unchanged(
+    db: &TestDb,
+    client: &Client,
+    plan: &Plan,
+    version: u32,
+) {
+    let before = snapshot(client).await;
+    let outcome = run(db, plan).await.unwrap();
+    assert_eq!(
+        path_and_versions(&outcome),
+        (RunPath::UpToDate, version, version)
+    );
+    assert_eq!(snapshot(client).await, before);
 }
 
 /// The table's constraints as `pg_get_constraintdef` prints them, sorted.
@@ -371,10 +392,7 @@ pub async fn write_history(
     version: i32,
     description: &str,
 ) {
-    client
-        .batch_execute(&create_history_table(hist_schema))
-        .await
-        .unwrap();
+    client.batch(&create_history_table(hist_schema)).await;
     client
         .execute(
             &format!(
@@ -421,21 +439,18 @@ pub const OUTBOX_STEP_COLUMNS: &[(u32, &str)] = &[
 /// left it, with `rows` data rows. At V1 the `dispatched` column (added by V2) is dropped.
 pub async fn outbox_at(client: &Client, qualified: &str, n: u32, rows: i32) {
     client
-        .batch_execute(&OUTBOX_V1_HISTORICAL.replace("{t}", qualified))
-        .await
-        .unwrap();
+        .batch(&OUTBOX_V1_HISTORICAL.replace("{t}", qualified))
+        .await;
     if n == 1 {
         client
-            .batch_execute(&format!("ALTER TABLE {qualified} DROP COLUMN Dispatched"))
-            .await
-            .unwrap();
+            .batch(&format!("ALTER TABLE {qualified} DROP COLUMN Dispatched"))
+            .await;
     }
     for (v, cols) in OUTBOX_STEP_COLUMNS {
         if *v <= n {
             client
-                .batch_execute(&format!("ALTER TABLE {qualified} ADD COLUMN {cols}"))
-                .await
-                .unwrap();
+                .batch(&format!("ALTER TABLE {qualified} ADD COLUMN {cols}"))
+                .await;
         }
     }
     for i in 0..rows {
@@ -455,7 +470,7 @@ pub async fn outbox_at(client: &Client, qualified: &str, n: u32, rows: i32) {
 /// Creates `public`'s history table if it is missing.
 pub async fn release_lock_at_commit_of_history_rows(client: &Client, key: i64) {
     client
-        .batch_execute(&format!(
+        .batch(&format!(
             "{};
              CREATE FUNCTION public.release_lock_at_commit() RETURNS trigger LANGUAGE plpgsql AS $$
                BEGIN PERFORM pg_advisory_unlock({key}); RETURN NULL; END $$;
@@ -465,6 +480,5 @@ pub async fn release_lock_at_commit_of_history_rows(client: &Client, key: i64) {
                EXECUTE FUNCTION public.release_lock_at_commit();",
             create_history_table("public")
         ))
-        .await
-        .unwrap();
+        .await;
 }

@@ -3,7 +3,8 @@
 //! fault-injecting proxy in front of it ([`fault_proxy`]), the controller under test
 //! ([`controller`]), the operator binary end to end ([`e2e`]), private PostgreSQL clusters and
 //! poolers for the reliability scenarios ([`reliability`]), a scripted PostgreSQL wire server
-//! ([`wire`]), the monitoring files ([`monitoring`]) and the real node the operator's image runs
+//! ([`wire`]), the monitoring files ([`monitoring`]), the programs the tests run and what they
+//! printed ([`process`]), JSON documents compared field by field ([`json`]) and the real node the operator's image runs
 //! on as Pods ([`node`]).
 
 pub mod black_hole;
@@ -14,15 +15,17 @@ pub mod db;
 pub mod e2e;
 pub mod fault_proxy;
 pub mod helm;
+pub mod json;
 pub mod migrate;
 pub mod monitoring;
 pub mod node;
 pub mod node_install;
+pub mod process;
 pub mod reliability;
 pub mod wait;
 pub mod wire;
 
 pub use db::{
     Sql, TestDb, advisory_locks, connect, connect_config, database_url, fresh_db,
-    operator_sessions, prepared_statements, url_with_dbname,
+    fresh_db_and_client, operator_sessions, prepared_statements, url_with_dbname,
 };

@@ -73,15 +73,7 @@ pub fn node() -> &'static Node {
         .unwrap_or_else(|message| panic!("{message}"))
 }
 
-/// Everything a command printed, for failure messages.
-pub fn printed(out: &Output) -> String {
-    format!(
-        "{}\nstdout:\n{}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
+pub use crate::support::process::printed;
 
 impl Node {
     /// Runs `program` with `args` in the node's network namespace (the host's mount namespace:
@@ -233,6 +225,18 @@ pub fn wait_for<T>(what: &str, timeout: Duration, mut check: impl FnMut() -> Opt
         );
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+/// Asserts that `out` succeeded; otherwise fails with `what`, everything it printed, and what
+/// `kubectl get <objects>` shows now.
+pub fn assert_succeeded(plane: &ControlPlane, out: &Output, what: &str, objects: &[&str]) {
+    assert!(
+        out.status.success(),
+        "{what}: {}\nkubectl get {}: {:#}",
+        printed(out),
+        objects.join(" "),
+        get_json(plane, objects)
+    );
 }
 
 /// `kubectl get -o json` of `args`, parsed.

@@ -207,6 +207,21 @@ impl Install {
     }
 }
 
+/// Scales the operator's Deployment to zero replicas (the Pods then go).
+pub fn scale_to_zero(plane: &ControlPlane) -> Result<String, String> {
+    plane.kubectl_admin(
+        &[
+            "-n",
+            OPERATOR_NAMESPACE,
+            "scale",
+            "deployment",
+            DEPLOYMENT,
+            "--replicas=0",
+        ],
+        None,
+    )
+}
+
 impl Drop for Install {
     fn drop(&mut self) {
         for namespace in &self.namespaces {
@@ -214,17 +229,7 @@ impl Drop for Install {
         }
         // Scaled to zero rather than deleted: the uninstall guard of dist/install.yaml refuses to
         // delete the Deployment while the CRD exists (and the next install scales it up again).
-        let _ = self.plane.kubectl_admin(
-            &[
-                "-n",
-                OPERATOR_NAMESPACE,
-                "scale",
-                "deployment",
-                DEPLOYMENT,
-                "--replicas=0",
-            ],
-            None,
-        );
+        let _ = scale_to_zero(self.plane);
         // The tests after this one elect through the same Lease: the Pods must be gone.
         let deadline = Instant::now() + Duration::from_secs(120);
         let mut left = Vec::new();

@@ -1,6 +1,7 @@
 //! Waiting on a condition, the one way the tests wait: poll until it holds, fail the test naming
 //! what was awaited once the deadline passes. Never a bare sleep.
 
+use std::fmt::Debug;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
@@ -20,16 +21,36 @@ where
 }
 
 /// Polls `check` until it yields true; fails the test naming `what` after `within`.
-pub async fn wait_until_within<F, Fut>(what: &str, within: Duration, mut check: F)
+pub async fn wait_until_within<F, Fut>(what: &str, within: Duration, check: F)
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = bool>,
 {
+    wait_for_value(what, within, check, |held| *held).await;
+}
+
+/// Polls `look` until `holds` accepts what it returns, and returns that; fails the test naming
+/// `what` and the last value seen after `within`.
+pub async fn wait_for_value<T, F, Fut>(
+    what: &str,
+    within: Duration,
+    mut look: F,
+    holds: impl Fn(&T) -> bool,
+) -> T
+where
+    T: Debug,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = T>,
+{
     let started = Instant::now();
-    while !check().await {
+    loop {
+        let seen = look().await;
+        if holds(&seen) {
+            return seen;
+        }
         assert!(
             started.elapsed() < within,
-            "gave up waiting until {what} after {within:?}"
+            "gave up waiting until {what} after {within:?}; last seen: {seen:?}"
         );
         tokio::time::sleep(POLL).await;
     }

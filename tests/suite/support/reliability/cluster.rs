@@ -7,6 +7,9 @@
 use std::path::PathBuf;
 use std::process::Command;
 
+use crate::support::Sql;
+use crate::support::process::run_ok;
+
 /// A PostgreSQL cluster owned by one test.
 pub struct Cluster {
     /// Root directory (data directory and logs).
@@ -44,15 +47,9 @@ pub struct Pki {
 }
 
 fn openssl(args: &[&str], dir: &std::path::Path) {
-    let out = Command::new("openssl")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "openssl {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
+    run_ok(
+        &format!("openssl {args:?}"),
+        Command::new("openssl").args(args).current_dir(dir),
     );
 }
 
@@ -247,20 +244,16 @@ impl Cluster {
             cluster.data.join("server.crt"),
             cluster.data.join("server.key"),
         );
-        let made = Command::new("openssl")
-            .args([
-                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-            ])
-            .args(["-subj", "/CN=boxtable-test-server", "-keyout"])
-            .arg(&key)
-            .arg("-out")
-            .arg(&cert)
-            .output()
-            .unwrap();
-        assert!(
-            made.status.success(),
-            "openssl req failed: {}",
-            String::from_utf8_lossy(&made.stderr)
+        run_ok(
+            "openssl req",
+            Command::new("openssl")
+                .args([
+                    "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+                ])
+                .args(["-subj", "/CN=boxtable-test-server", "-keyout"])
+                .arg(&key)
+                .arg("-out")
+                .arg(&cert),
         );
         for file in [&cert, &key] {
             if let Some(user) = &cluster.owner {
@@ -304,15 +297,14 @@ impl Cluster {
         cluster.start();
         let admin = crate::support::connect(&cluster.url("postgres")).await;
         admin
-            .batch_execute(&format!(
+            .batch(&format!(
                 "SET password_encryption = 'scram-sha-256'; \
                  CREATE ROLE bt_cert LOGIN; \
                  CREATE ROLE bt_scram LOGIN PASSWORD '{SCRAM_PASSWORD}'; \
                  CREATE ROLE bt_both LOGIN PASSWORD '{SCRAM_PASSWORD}'; \
                  GRANT ALL ON SCHEMA public TO bt_cert, bt_scram, bt_both"
             ))
-            .await
-            .unwrap();
+            .await;
         cluster
     }
 

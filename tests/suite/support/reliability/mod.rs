@@ -19,6 +19,7 @@ use boxtable_operator::lock::LockIdentity;
 use serde_json::Value;
 use tokio::process::{Child, Command};
 use tokio_postgres::Client;
+use tokio_postgres::types::ToSql;
 
 /// `application_name` of the `migrate` command's sessions.
 pub const MIGRATE_APP: &str = "boxtable-operator-migrate";
@@ -56,7 +57,7 @@ pub const BOOTSTRAP_DDL_STATEMENTS: u32 = 19;
 
 /// Installs [`DDL_HOOK`] in the current database.
 pub async fn install_ddl_hook(client: &Client) {
-    client.batch_execute(DDL_HOOK).await.unwrap();
+    client.batch(DDL_HOOK).await;
 }
 
 /// Sets (or with `None` resets) a `reliability.*` setting for new sessions of database `db`.
@@ -65,29 +66,30 @@ pub async fn set_db_setting(client: &Client, db: &str, name: &str, value: Option
         Some(v) => format!("ALTER DATABASE \"{db}\" SET reliability.{name} = '{v}'"),
         None => format!("ALTER DATABASE \"{db}\" RESET reliability.{name}"),
     };
-    client.batch_execute(&sql).await.unwrap();
+    client.batch(&sql).await;
 }
 
 /// Takes [`PAUSE_LOCK`] on `client`'s session, so the hook's wait blocks.
 pub async fn hold_pause(client: &Client) {
-    client
-        .execute(
-            "SELECT pg_advisory_lock($1, $2)",
-            &[&PAUSE_LOCK.0, &PAUSE_LOCK.1],
-        )
-        .await
-        .unwrap();
+    call_lock_function(client, "pg_advisory_lock", &[&PAUSE_LOCK.0, &PAUSE_LOCK.1]).await;
 }
 
 /// Releases [`PAUSE_LOCK`] on `client`'s session.
 pub async fn release_pause(client: &Client) {
-    client
-        .execute(
-            "SELECT pg_advisory_unlock($1, $2)",
-            &[&PAUSE_LOCK.0, &PAUSE_LOCK.1],
-        )
-        .await
-        .unwrap();
+    call_lock_function(
+        client,
+        "pg_advisory_unlock",
+        &[&PAUSE_LOCK.0, &PAUSE_LOCK.1],
+    )
+    .await;
+}
+
+/// `SELECT function(args)` in `client`'s session: an advisory-lock function called on
+/// [`PAUSE_LOCK`] or on Brighter's lock.
+async fn call_lock_function(client: &Client, function: &str, args: &[&(dyn ToSql + Sync)]) {
+    let placeholders: Vec<String> = (1..=args.len()).map(|n| format!("${n}")).collect();
+    let sql = format!("SELECT {function}({})", placeholders.join(", "));
+    client.execute(&sql, args).await.unwrap();
 }
 
 /// The lock identity of `public.<table>`.
@@ -97,24 +99,12 @@ pub fn identity(table: &str) -> LockIdentity {
 
 /// Takes Brighter's lock for `public.<table>` on `client`'s session (a competing holder).
 pub async fn hold_brighter_lock(client: &Client, table: &str) {
-    client
-        .execute(
-            "SELECT pg_advisory_lock($1::int8)",
-            &[&identity(table).key()],
-        )
-        .await
-        .unwrap();
+    call_lock_function(client, "pg_advisory_lock", &[&identity(table).key()]).await;
 }
 
 /// Releases Brighter's lock for `public.<table>` on `client`'s session.
 pub async fn release_brighter_lock(client: &Client, table: &str) {
-    client
-        .execute(
-            "SELECT pg_advisory_unlock($1::int8)",
-            &[&identity(table).key()],
-        )
-        .await
-        .unwrap();
+    call_lock_function(client, "pg_advisory_unlock", &[&identity(table).key()]).await;
 }
 
 /// Sessions holding Brighter's lock for `public.<table>` in the current database.
@@ -174,18 +164,12 @@ pub async fn wait_until_backend_gone(client: &Client, pid: i32) {
 
 /// Waits until the migrate session is blocked in the DDL hook.
 pub async fn wait_until_paused(client: &Client, app: &str) {
-    wait_until_within(
+    wait_for_backends(
         "the migrate session waits in the DDL hook",
-        WAIT,
-        || async {
-            backends(
-                client,
-                app,
-                "wait_event_type = 'Lock' AND wait_event = 'advisory'",
-            )
-            .await
-                == 1
-        },
+        client,
+        app,
+        "wait_event_type = 'Lock' AND wait_event = 'advisory'",
+        1,
     )
     .await;
 }
@@ -194,29 +178,34 @@ pub async fn wait_until_paused(client: &Client, app: &str) {
 /// statement either the try itself or the "has the holder finished the work?" catalog check that
 /// follows each failed try.
 pub async fn wait_until_polling(client: &Client, app: &str) {
-    wait_until_within(
+    wait_for_backends(
         "the migrate session polls pg_try_advisory_lock",
-        WAIT,
-        || async {
-            backends(
-                client,
-                app,
-                "state = 'idle' AND (query LIKE '%pg_try_advisory_lock%' OR query LIKE '%format_type%')",
-            )
-            .await
-                == 1
-        },
+        client,
+        app,
+        "state = 'idle' AND (query LIKE '%pg_try_advisory_lock%' OR query LIKE '%format_type%')",
+        1,
     )
     .await;
 }
 
 /// Waits until no session of `app` is left in this database.
 pub async fn wait_until_gone(client: &Client, app: &str) {
-    wait_until_within(
+    wait_for_backends(
         "the migrate session is gone from pg_stat_activity",
-        WAIT,
-        || async { backends(client, app, "true").await == 0 },
+        client,
+        app,
+        "true",
+        0,
     )
+    .await;
+}
+
+/// Waits (up to [`WAIT`], failing with `what`) until exactly `count` sessions of `app` meet
+/// `condition` ([`backends`]).
+async fn wait_for_backends(what: &str, client: &Client, app: &str, condition: &str, count: i64) {
+    wait_until_within(what, WAIT, || async {
+        backends(client, app, condition).await == count
+    })
     .await;
 }
 
@@ -373,6 +362,17 @@ impl MigrateRun {
             .as_str()
             .unwrap_or_default()
             .to_owned()
+    }
+
+    /// Asserts that the run failed with Ready reason `reason` and a message containing each of
+    /// `phrases`.
+    pub fn assert_failed_with(&self, reason: &str, phrases: &[&str]) {
+        assert_ne!(self.code, Some(0), "{self:?}");
+        assert_eq!(self.reason(), reason, "{self:?}");
+        let message = self.message();
+        for phrase in phrases {
+            assert!(message.contains(phrase), "{phrase:?} is not in: {message}");
+        }
     }
 }
 
