@@ -8,4 +8,4 @@ pub mod plan;
 mod run;
 pub mod source;
 
-pub use run::{DropTable, Migrate, Observe, PassError, Preview, Step, Target, failure, run};
+pub use run::{DropTable, Left, Migrate, Observe, PassError, Preview, Step, Target, failure, run};

@@ -71,6 +71,15 @@ impl PassError {
     }
 }
 
+/// How a step left its session: only a clean one goes back to the pool for the next pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Left {
+    /// Nothing pending on it and no lock held: it may be lent again.
+    Clean,
+    /// Something may be left over (a lock lost after commit, a read that failed): it is closed.
+    Spent,
+}
+
 /// One thing a pass asks of its table, done on a session borrowed for it by [`run`]:
 /// [`Migrate`], [`Observe`], [`Preview`] or [`DropTable`].
 pub trait Step: Send {
@@ -79,14 +88,13 @@ pub trait Step: Send {
     /// What the step is called when it fails ("migration", "observation", "plan", "drop").
     const OPERATION: &'static str;
 
-    /// Does the step on `session`: its output, and whether the session ended clean (only a
-    /// clean session goes back to the pool).
+    /// Does the step on `session`: its output, and how it left the session.
     fn on(
         self,
         session: &mut Session,
         plan: &Plan,
         cancel: &CancellationToken,
-    ) -> impl Future<Output = Result<(Self::Output, bool), RunError>> + Send;
+    ) -> impl Future<Output = Result<(Self::Output, Left), RunError>> + Send;
 }
 
 /// Runs one pass over one table: borrows a session for `target` from `pool` (waiting while the
@@ -117,14 +125,14 @@ pub async fn run<S: Step>(
                 table: plan.table().to_string(),
             },
         })?;
-    let (output, clean) = step
+    let (output, left) = step
         .on(lent.session(), plan, cancel)
         .await
         .map_err(|source| PassError::Run {
             operation: S::OPERATION,
             source,
         })?;
-    if clean {
+    if left == Left::Clean {
         lent.give_back().await;
     }
     Ok(output)
@@ -156,21 +164,25 @@ where
         session: &mut Session,
         plan: &Plan,
         cancel: &CancellationToken,
-    ) -> Result<(Outcome, bool), RunError> {
+    ) -> Result<(Outcome, Left), RunError> {
         let mut outcome =
             migrate::runner::run_gated(session, plan, cancel, self.on_waiting, self.gate).await?;
-        let mut clean = !outcome.lock_lost_after_commit;
+        let mut left = if outcome.lock_lost_after_commit {
+            Left::Spent
+        } else {
+            Left::Clean
+        };
         outcome.drift = match migrate::inspect::drift(session.client(), plan, outcome.to_version)
             .await
         {
             Ok(report) => report,
             Err(error) => {
                 tracing::warn!(table = %plan.table(), error = %crate::report::chain(&error), "reading the table's shape for the drift check failed");
-                clean = false;
+                left = Left::Spent;
                 None
             }
         };
-        Ok((outcome, clean))
+        Ok((outcome, left))
     }
 }
 
@@ -187,13 +199,13 @@ impl Step for Observe {
         session: &mut Session,
         plan: &Plan,
         _cancel: &CancellationToken,
-    ) -> Result<(Observed, bool), RunError> {
+    ) -> Result<(Observed, Left), RunError> {
         let found = migrate::observe(session, plan).await?;
         let observed = Observed::Suspended {
             applied_version: (found.current_version > 0).then_some(found.current_version),
             would: Some(found.decision),
         };
-        Ok((observed, true))
+        Ok((observed, Left::Clean))
     }
 }
 
@@ -210,8 +222,8 @@ impl Step for Preview {
         session: &mut Session,
         plan: &Plan,
         _cancel: &CancellationToken,
-    ) -> Result<(migrate::Preview, bool), RunError> {
-        Ok((migrate::preview(session, plan).await?, true))
+    ) -> Result<(migrate::Preview, Left), RunError> {
+        Ok((migrate::preview(session, plan).await?, Left::Clean))
     }
 }
 
@@ -237,10 +249,10 @@ where
         session: &mut Session,
         plan: &Plan,
         cancel: &CancellationToken,
-    ) -> Result<(DropOutcome, bool), RunError> {
+    ) -> Result<(DropOutcome, Left), RunError> {
         let outcome =
             migrate::drop_box_table(session, plan, self.request, cancel, self.on_waiting).await?;
-        Ok((outcome, true))
+        Ok((outcome, Left::Clean))
     }
 }
 
