@@ -39,8 +39,8 @@ pub struct TableIndex {
 }
 
 /// A hash of the schema and table as written, ASCII-lowercased: equal for any two specs
-/// [`may_name_the_same_table`] lets through.
-fn table_key(spec: &BoxTableSpec) -> u64 {
+/// [`may_name_the_same_table`] lets through (the key [`TableIndex::sweep`] compares).
+pub fn table_key(spec: &BoxTableSpec) -> u64 {
     let mut hasher = std::hash::DefaultHasher::new();
     for name in [spec.schema.as_str(), raw_table(spec)] {
         for byte in name.bytes() {
@@ -125,11 +125,6 @@ impl TableIndex {
             objects.shrink_to_fit();
             !objects.is_empty()
         });
-    }
-
-    /// The table key of `spec`, for [`TableIndex::sweep`].
-    pub fn key_of(spec: &BoxTableSpec) -> u64 {
-        table_key(spec)
     }
 }
 
@@ -305,7 +300,7 @@ mod tests {
             cache
                 .iter()
                 .find(|bt| ObjectRef::from_obj(*bt) == *object)
-                .map(|bt| TableIndex::key_of(&bt.spec))
+                .map(|bt| table_key(&bt.spec))
         });
         assert_eq!(same_table(&index, &a), ["a"], "b's old entry is gone");
         assert_eq!(same_table(&index, &b_moved), ["b"]);

@@ -26,7 +26,7 @@ use kube::runtime::watcher::Event;
 use tokio_util::sync::CancellationToken;
 
 use super::backoff::Backoff;
-use super::conflicts::TableIndex;
+use super::conflicts::{TableIndex, table_key};
 use super::schedule::Schedule;
 use super::secret_guard::Holds;
 use super::secrets::{SecretMetadata, SecretReader};
@@ -148,11 +148,8 @@ impl Memory {
             .filter_map(|bt| bt.uid())
             .collect();
         self.schedule.retain(|uid| live.contains(uid));
-        self.tables.sweep(|object| {
-            self.boxtables
-                .get(object)
-                .map(|bt| TableIndex::key_of(&bt.spec))
-        });
+        self.tables
+            .sweep(|object| self.boxtables.get(object).map(|bt| table_key(&bt.spec)));
         self.backoff.retain(|uid| live.contains(uid));
         self.forget_unreferenced_secrets();
     }
