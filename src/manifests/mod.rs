@@ -244,8 +244,11 @@ impl Judge {
     /// # Errors
     /// [`SchemaCompileError`] if the schema cannot be read or does not compile (a bug, not input).
     pub fn for_boxtable() -> Result<Self, SchemaCompileError> {
-        let schema: Value = serde_json::from_str(SCHEMA_JSON)
-            .map_err(|error| SchemaCompileError::new(format!("reading the schema: {error}")))?;
+        Self::with_schema(schema()?)
+    }
+
+    /// A judge for `schema`, the BoxTable CRD's `openAPIV3Schema` ([`schema`]).
+    fn with_schema(schema: Value) -> Result<Self, SchemaCompileError> {
         let validator = openapi::SchemaValidator::new(&schema)?;
         Ok(Self {
             schema,
@@ -261,26 +264,65 @@ impl Judge {
     /// schema violations and CEL rules, in the API server's order: the rules run unless a
     /// violation blocks them ([`FieldError::blocks_rules`]), which adds
     /// [`FieldError::RulesNotChecked`] instead.
-    pub fn boxtable(&self, mut object: Value) -> Result<BoxTable, Vec<FieldError>> {
-        let unknown = strict::Decoder::new(&self.schema, &METADATA_FIELDS).decode(&mut object);
-        if !unknown.is_empty() {
-            return Err(unknown);
-        }
-        let mut errors = self.validator.errors(&object);
+    pub fn boxtable(&self, object: Value) -> Result<BoxTable, Vec<FieldError>> {
+        let object = decode_object(&self.schema, object)?;
+        self.check(&object)?;
+        to_boxtable(object)
+    }
+
+    /// Validates a decoded object against the schema and its rules, in the API server's order
+    /// (see [`Judge::boxtable`]).
+    ///
+    /// # Errors
+    /// Every schema violation and failed rule.
+    fn check(&self, object: &Value) -> Result<(), Vec<FieldError>> {
+        let mut errors = self.validator.errors(object);
         if errors.iter().any(FieldError::blocks_rules) {
             errors.push(FieldError::RulesNotChecked);
         } else {
-            errors.extend(cel::errors(&self.programs, &self.schema, &object));
+            errors.extend(cel::errors(&self.programs, &self.schema, object));
         }
-        if !errors.is_empty() {
-            return Err(errors);
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(errors)
         }
-        serde_json::from_value(object).map_err(|e| {
-            vec![FieldError::Decode {
-                detail: format!("the object does not decode as a BoxTable: {e}"),
-            }]
-        })
     }
+}
+
+/// The CRD's `openAPIV3Schema`, read from [`SCHEMA_JSON`].
+///
+/// # Errors
+/// [`SchemaCompileError`] if it is not JSON (a bug, not input).
+fn schema() -> Result<Value, SchemaCompileError> {
+    serde_json::from_str(SCHEMA_JSON)
+        .map_err(|error| SchemaCompileError::new(format!("reading the schema: {error}")))
+}
+
+/// The API server's decoding of `object` as a BoxTable: unknown fields refused, nulls pruned,
+/// defaults applied (see [`strict`]).
+///
+/// # Errors
+/// Every unknown field.
+fn decode_object(schema: &Value, mut object: Value) -> Result<Value, Vec<FieldError>> {
+    let unknown = strict::Decoder::new(schema, &METADATA_FIELDS).decode(&mut object);
+    if unknown.is_empty() {
+        Ok(object)
+    } else {
+        Err(unknown)
+    }
+}
+
+/// A decoded object as a [`BoxTable`].
+///
+/// # Errors
+/// [`FieldError::Decode`] when it does not decode into the type.
+fn to_boxtable(object: Value) -> Result<BoxTable, Vec<FieldError>> {
+    serde_json::from_value(object).map_err(|e| {
+        vec![FieldError::Decode {
+            detail: format!("the object does not decode as a BoxTable: {e}"),
+        }]
+    })
 }
 
 /// The file name endings read from a directory (a file named on its own is read whatever its
@@ -288,22 +330,30 @@ impl Judge {
 pub const MANIFEST_EXTENSIONS: [&str; 3] = ["yaml", "yml", "json"];
 
 /// Reads every `.yaml`/`.yml`/`.json` file under `paths` (directories are read in name order,
-/// not recursively); never stops at a broken file. The [`Judge`] is built when the first BoxTable
-/// document is found, so files without one cost no schema compilation.
+/// not recursively) and judges each BoxTable in them; never stops at a broken file. The schema is
+/// compiled only when a BoxTable document is found, so files without one cost no compilation.
 ///
 /// # Errors
 /// [`SchemaCompileError`] only if the generated CRD schema is broken.
 pub fn read(paths: &[PathBuf]) -> Result<Manifests, SchemaCompileError> {
-    let mut judge = None;
-    let mut out = Manifests::default();
+    decode(paths)?.judge(|_, _| ())
+}
+
+/// Reads every file under `paths` as [`read`] does, and decodes each BoxTable document as the
+/// API server decodes it, without judging it yet (see [`Decoded`]).
+///
+/// # Errors
+/// [`SchemaCompileError`] only if the generated CRD schema is broken.
+pub fn decode(paths: &[PathBuf]) -> Result<Decoded, SchemaCompileError> {
+    let mut decoded = Decoded::default();
     for path in paths {
         match expand(path) {
             Ok(files) => {
                 for file in files {
-                    read_file(&mut judge, &file, &mut out)?;
+                    decoded.read_file(&file)?;
                 }
             }
-            Err(error) => out.problems.push(Problem {
+            Err(error) => decoded.problem(Problem {
                 source: Source {
                     path: path.clone(),
                     index: 0,
@@ -314,7 +364,240 @@ pub fn read(paths: &[PathBuf]) -> Result<Manifests, SchemaCompileError> {
             }),
         }
     }
-    Ok(out)
+    Ok(decoded)
+}
+
+/// The given files' documents, decoded but not yet judged: each BoxTable decoded as the API
+/// server decodes it (unknown fields refused, nulls pruned, defaults applied), not yet checked
+/// against the schema and its rules, which is most of a judge's cost. A caller may start reading
+/// what a provisional BoxTable names while [`Decoded::judge`] runs, as long as nothing is
+/// changed for it before its verdict: an accepted BoxTable is exactly its provisional one.
+#[derive(Default)]
+pub struct Decoded {
+    /// BoxTables decoded and defaulted, in file order, each waiting for its verdict.
+    pub provisional: Vec<Document>,
+    /// Secrets found beside them (for connection strings).
+    pub secrets: Vec<Secret>,
+    /// Documents of other kinds that were skipped, as `file: apiVersion/kind name`.
+    pub skipped: Vec<String>,
+    /// BoxTable documents still to be judged, in file order.
+    pending: Vec<Pending>,
+    /// The problems found while decoding, each after its document's place among all documents.
+    problems: Vec<(usize, Problem)>,
+    /// The CRD's schema, read when the first BoxTable document is found.
+    schema: Option<Value>,
+    /// Documents (and unreadable paths) seen so far.
+    seen: usize,
+}
+
+/// A decoded BoxTable document waiting for the schema and the rules.
+struct Pending {
+    /// Its place among all documents.
+    order: usize,
+    /// Where it came from.
+    source: Source,
+    /// `BoxTable shop/orders`.
+    object: String,
+    /// The decoded object.
+    value: Value,
+    /// Its place in [`Decoded::provisional`], or why it does not decode as a BoxTable (reported
+    /// only if the schema and the rules find nothing else).
+    provisional: Result<usize, Vec<FieldError>>,
+}
+
+impl Decoded {
+    /// Whether the files hold no BoxTable document and nothing went wrong reading them.
+    pub fn is_empty(&self) -> bool {
+        self.pending.is_empty() && self.problems.is_empty()
+    }
+
+    /// Judges every decoded BoxTable against the schema and its rules, in file order, telling
+    /// `verdict` each provisional BoxTable's verdict (by its place in [`Decoded::provisional`]) as
+    /// soon as it is known: `Ok` when accepted, else the problem that refuses it. Returns what
+    /// [`read`] returns.
+    ///
+    /// # Errors
+    /// [`SchemaCompileError`] only if the generated CRD schema is broken; no verdict is told
+    /// then.
+    pub fn judge(
+        self,
+        mut verdict: impl FnMut(usize, Result<(), &Problem>),
+    ) -> Result<Manifests, SchemaCompileError> {
+        let Decoded {
+            provisional,
+            secrets,
+            skipped,
+            pending,
+            mut problems,
+            schema,
+            seen: _,
+        } = self;
+        let mut provisional: Vec<Option<Document>> = provisional.into_iter().map(Some).collect();
+        let mut boxtables = Vec::new();
+        if let (Some(schema), false) = (schema, pending.is_empty()) {
+            let judge = Judge::with_schema(schema)?;
+            for document in pending {
+                let errors = match (judge.check(&document.value), document.provisional) {
+                    (Ok(()), Ok(place)) => {
+                        verdict(place, Ok(()));
+                        boxtables.extend(provisional.get_mut(place).and_then(Option::take));
+                        continue;
+                    }
+                    (Err(errors), place) => (errors, place.ok()),
+                    (Ok(()), Err(errors)) => (errors, None),
+                };
+                let (errors, place) = errors;
+                let problem = Problem {
+                    source: document.source,
+                    object: Some(document.object),
+                    errors: errors.iter().map(ToString::to_string).collect(),
+                };
+                if let Some(place) = place {
+                    verdict(place, Err(&problem));
+                }
+                problems.push((document.order, problem));
+            }
+        }
+        problems.sort_by_key(|(order, _)| *order);
+        Ok(Manifests {
+            boxtables,
+            secrets,
+            skipped,
+            problems: problems.into_iter().map(|(_, problem)| problem).collect(),
+        })
+    }
+
+    /// Keeps a problem found while decoding, in document order.
+    fn problem(&mut self, problem: Problem) {
+        self.seen += 1;
+        self.problems.push((self.seen, problem));
+    }
+
+    /// A BoxTable document decoded: refused at once for an unknown field, else kept for
+    /// [`Decoded::judge`] (and, when it decodes as a BoxTable, as a provisional one).
+    fn boxtable(&mut self, source: Source, value: Value) -> Result<(), SchemaCompileError> {
+        let object = describe(&value);
+        let schema = match self.schema.take() {
+            Some(schema) => self.schema.insert(schema),
+            None => self.schema.insert(schema()?),
+        };
+        let value = match decode_object(schema, value) {
+            Ok(value) => value,
+            Err(unknown) => {
+                self.problem(Problem {
+                    source,
+                    object: Some(object),
+                    errors: unknown.iter().map(ToString::to_string).collect(),
+                });
+                return Ok(());
+            }
+        };
+        let provisional = to_boxtable(value.clone()).map(|boxtable| {
+            self.provisional.push(Document {
+                source: source.clone(),
+                boxtable,
+            });
+            self.provisional.len() - 1
+        });
+        self.seen += 1;
+        self.pending.push(Pending {
+            order: self.seen,
+            source,
+            object,
+            value,
+            provisional,
+        });
+        Ok(())
+    }
+
+    /// Reads one file's documents: each BoxTable decoded, each Secret kept, anything else
+    /// skipped, and every problem kept with its document and line.
+    ///
+    /// Longer than most: one loop over the documents whose arms each add a found object or a
+    /// problem; split, the arms would pass the same values around.
+    fn read_file(&mut self, path: &Path) -> Result<(), SchemaCompileError> {
+        let source = |index, line| Source {
+            path: path.to_owned(),
+            index,
+            line,
+        };
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(error) => {
+                self.problem(Problem {
+                    source: source(0, None),
+                    object: None,
+                    errors: vec![format!("cannot be read: {error}")],
+                });
+                return Ok(());
+            }
+        };
+        let mut options = serde_saphyr::Options::default();
+        // The snippet would echo the file's text, which may hold a Secret.
+        options.with_snippet = false;
+        let mut reader = std::io::Cursor::new(text.as_bytes());
+        let documents = serde_saphyr::read_with_options::<_, serde_saphyr::Spanned<Value>>(
+            &mut reader,
+            options,
+        );
+        let boxtable_api = format!("{GROUP}/{VERSION}");
+        for (i, document) in documents.enumerate() {
+            let index = i + 1;
+            let spanned = match document {
+                Ok(spanned) => spanned,
+                Err(error) => {
+                    let line = error.location().map(|l| l.line());
+                    self.problem(Problem {
+                        source: source(index, line),
+                        object: None,
+                        errors: vec![format!("not valid YAML: {}", error.without_snippet())],
+                    });
+                    continue;
+                }
+            };
+            let line = Some(spanned.referenced.line());
+            let value = spanned.value;
+            let problem = |object: Option<String>, errors: Vec<String>| Problem {
+                source: source(index, line),
+                object,
+                errors,
+            };
+            let api_version = str_at(&value, "/apiVersion");
+            let kind = str_at(&value, "/kind");
+            if !value.is_object() || api_version.is_empty() || kind.is_empty() {
+                self.problem(problem(
+                    None,
+                    vec!["not a Kubernetes object: apiVersion and kind are required".to_owned()],
+                ));
+            } else if api_version == boxtable_api && kind == KIND {
+                self.boxtable(source(index, line), value)?;
+            } else if api_version == "v1" && kind == "Secret" {
+                let object = describe(&value);
+                match serde_json::from_value::<Secret>(value) {
+                    Ok(secret) => {
+                        self.seen += 1;
+                        self.secrets.push(secret);
+                    }
+                    // The decoder's message may quote a value, and a Secret's values are secret.
+                    Err(_) => self.problem(problem(
+                        Some(object),
+                        vec![
+                            "not a valid v1 Secret: data and stringData must map keys to strings"
+                                .to_owned(),
+                        ],
+                    )),
+                }
+            } else {
+                self.seen += 1;
+                self.skipped.push(format!(
+                    "{}: {api_version}/{kind} {}",
+                    source(index, line),
+                    str_at(&value, "/metadata/name")
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 fn expand(path: &Path) -> std::io::Result<Vec<PathBuf>> {
@@ -350,111 +633,6 @@ fn describe(value: &Value) -> String {
         Some(namespace) => format!("{kind} {namespace}/{name}"),
         None => format!("{kind} {name}"),
     }
-}
-
-/// The judge in `slot`, built there first if it is empty.
-fn judge(slot: &mut Option<Judge>) -> Result<&Judge, SchemaCompileError> {
-    match slot.take() {
-        Some(judge) => Ok(slot.insert(judge)),
-        None => Ok(slot.insert(Judge::for_boxtable()?)),
-    }
-}
-
-/// Reads one file's documents into `out`: each BoxTable judged (the judge built on the first),
-/// each Secret kept, anything else skipped, and every problem kept with its document and line.
-///
-/// Longer than most: one loop over the documents whose arms each add a found object or a problem;
-/// split, the arms would pass the same five values around.
-fn read_file(
-    slot: &mut Option<Judge>,
-    path: &Path,
-    out: &mut Manifests,
-) -> Result<(), SchemaCompileError> {
-    let source = |index, line| Source {
-        path: path.to_owned(),
-        index,
-        line,
-    };
-    let text = match std::fs::read_to_string(path) {
-        Ok(text) => text,
-        Err(error) => {
-            out.problems.push(Problem {
-                source: source(0, None),
-                object: None,
-                errors: vec![format!("cannot be read: {error}")],
-            });
-            return Ok(());
-        }
-    };
-    let mut options = serde_saphyr::Options::default();
-    // The snippet would echo the file's text, which may hold a Secret.
-    options.with_snippet = false;
-    let mut reader = std::io::Cursor::new(text.as_bytes());
-    let documents =
-        serde_saphyr::read_with_options::<_, serde_saphyr::Spanned<Value>>(&mut reader, options);
-    let boxtable_api = format!("{GROUP}/{VERSION}");
-    for (i, document) in documents.enumerate() {
-        let index = i + 1;
-        let spanned = match document {
-            Ok(spanned) => spanned,
-            Err(error) => {
-                let line = error.location().map(|l| l.line());
-                out.problems.push(Problem {
-                    source: source(index, line),
-                    object: None,
-                    errors: vec![format!("not valid YAML: {}", error.without_snippet())],
-                });
-                continue;
-            }
-        };
-        let line = Some(spanned.referenced.line());
-        let value = spanned.value;
-        let problem = |object: Option<String>, errors: Vec<String>| Problem {
-            source: source(index, line),
-            object,
-            errors,
-        };
-        let api_version = str_at(&value, "/apiVersion");
-        let kind = str_at(&value, "/kind");
-        if !value.is_object() || api_version.is_empty() || kind.is_empty() {
-            out.problems.push(problem(
-                None,
-                vec!["not a Kubernetes object: apiVersion and kind are required".to_owned()],
-            ));
-        } else if api_version == boxtable_api && kind == KIND {
-            let object = describe(&value);
-            match judge(slot)?.boxtable(value) {
-                Ok(boxtable) => out.boxtables.push(Document {
-                    source: source(index, line),
-                    boxtable,
-                }),
-                Err(errors) => out.problems.push(problem(
-                    Some(object),
-                    errors.iter().map(ToString::to_string).collect(),
-                )),
-            }
-        } else if api_version == "v1" && kind == "Secret" {
-            let object = describe(&value);
-            match serde_json::from_value::<Secret>(value) {
-                Ok(secret) => out.secrets.push(secret),
-                // The decoder's message may quote a value, and a Secret's values are secret.
-                Err(_) => out.problems.push(problem(
-                    Some(object),
-                    vec![
-                        "not a valid v1 Secret: data and stringData must map keys to strings"
-                            .to_owned(),
-                    ],
-                )),
-            }
-        } else {
-            out.skipped.push(format!(
-                "{}: {api_version}/{kind} {}",
-                source(index, line),
-                str_at(&value, "/metadata/name")
-            ));
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -32,46 +32,51 @@ pub async fn execute(args: MigrateArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    // The manifests are read and judged on a thread of their own while the first session opens
-    // (both take a few milliseconds); a reading that fails does not wait for the connection.
+    // The manifests are decoded, then judged, on a thread of their own while the first session
+    // opens. Each table's pass starts from its decoded BoxTable and reads while the judge works;
+    // it changes nothing before its document's verdict (see `judged`).
     let sessions = super::sessions(options.concurrency);
     let files = args.files.clone();
-    let mut reading = tokio::task::spawn_blocking(move || manifests::read(&files));
+    let (handover, mut decoded) = tokio::sync::oneshot::channel();
+    let judging =
+        tokio::task::spawn_blocking(move || super::judged::decode_and_judge(&files, handover));
     let opening = super::open_ahead(&sessions, &options).fuse();
     let mut opening = std::pin::pin!(opening);
-    let read = tokio::select! {
-        read = &mut reading => read,
-        () = &mut opening => reading.await,
+    let decoded = tokio::select! {
+        decoded = &mut decoded => decoded,
+        () = &mut opening => decoded.await,
     };
-    let found = match read {
-        Ok(Ok(found)) => found,
-        Ok(Err(error)) => {
-            note!("{NAME}: {}", report::chain(&error));
-            return ExitCode::FAILURE;
-        }
-        Err(error) => {
-            note!("{NAME}: reading the manifests failed: {error}");
-            return ExitCode::FAILURE;
-        }
+    let Ok(decoded) = decoded else {
+        // The thread ended before handing anything over: it says why.
+        note!("{NAME}: {}", judge_failure(judging.await));
+        return ExitCode::FAILURE;
     };
-    for skipped in &found.skipped {
+    for skipped in &decoded.skipped {
         note!("{NAME}: skipped {skipped}");
     }
-    for problem in &found.problems {
-        note!("{NAME}: error: {problem}");
-    }
-    if found.boxtables.is_empty() && found.problems.is_empty() {
+    if decoded.empty {
         note!("{NAME}: no BoxTable manifests in the given files");
         return ExitCode::FAILURE;
     }
     let cancel = CancellationToken::new();
     cancel_on_signal(cancel.clone());
     // The first table's checkout waits for the session being opened ahead.
-    let (results, ()) = tokio::join!(super::run(&found, &options, &sessions, &cancel), async {
+    let (ran, ()) = tokio::join!(super::run(&decoded, &options, &sessions, &cancel), async {
         if !opening.is_terminated() {
             opening.await;
         }
     });
+    let found = match judging.await {
+        Ok(Ok(found)) => found,
+        failed => {
+            note!("{NAME}: {}", judge_failure(failed));
+            return ExitCode::FAILURE;
+        }
+    };
+    for problem in &found.problems {
+        note!("{NAME}: error: {problem}");
+    }
+    let results = ran.with(&found.problems);
     let rendered = render(args.output, args.dry_run, &results);
     let printed = match rendered {
         Ok(text) => output::stdout(&text),
@@ -88,6 +93,20 @@ pub async fn execute(args: MigrateArgs) -> ExitCode {
         printed,
         ExitCode::from(super::worst(&results).exit_code()),
     )
+}
+
+/// Why the judge's thread did not give the manifests: its error, or its panic.
+fn judge_failure(
+    ended: Result<
+        Result<manifests::Manifests, manifests::SchemaCompileError>,
+        tokio::task::JoinError,
+    >,
+) -> String {
+    match ended {
+        Ok(Err(error)) => report::chain(&error),
+        Ok(Ok(_)) => "reading the manifests ended without an answer".to_owned(),
+        Err(error) => format!("reading the manifests failed: {error}"),
+    }
 }
 
 /// The run's options from the command line: the database URL (from the flag, a file or the

@@ -3,10 +3,14 @@
 //! with `--dry-run`, planned: what each run would do and the exact statements it would send.
 
 mod command;
+mod judged;
 pub mod render;
 mod result;
 
+use std::future::Future;
+
 use futures::StreamExt;
+use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use tokio_util::sync::CancellationToken;
 
@@ -16,7 +20,8 @@ use boxtable_operator::crd::BoxTable;
 use boxtable_operator::db::{
     Connection, ConnectionSettings, PoolSettings, RootCert, SessionKey, SessionPool, TlsFiles,
 };
-use boxtable_operator::manifests::{Document, Manifests};
+use boxtable_operator::manifests::{Document, Problem};
+use boxtable_operator::migrate::runner::Withdrawal;
 use boxtable_operator::migrate::{Plan, RunPath};
 use boxtable_operator::pass::{self, PassError, Target, source};
 use boxtable_operator::reason::Reason;
@@ -84,39 +89,86 @@ pub async fn open_ahead(sessions: &SessionPool, options: &Options) {
     }
 }
 
-/// Handles every valid BoxTable in `manifests` on `sessions`, `options.concurrency` at a time,
-/// and adds a result for every invalid document; results keep file order.
+/// Handles every decoded BoxTable in `decoded` on `sessions`, `options.concurrency` at a time,
+/// each beside its judging (see [`judged`]); the results of the accepted ones, in file order once
+/// [`Ran::with`] adds the refused and unreadable documents.
 ///
 /// # Cancel safety
 /// Cancelling `cancel` abandons lock waits and cancels running migrations (rolled back, unlocked).
 pub async fn run(
-    manifests: &Manifests,
+    decoded: &judged::Decoded,
     options: &Options,
     sessions: &SessionPool,
     cancel: &CancellationToken,
-) -> Vec<TableResult> {
+) -> Ran {
     let concurrency = options.concurrency.max(1);
-    let mut results: Vec<(String, usize, TableResult)> =
-        futures::stream::iter(manifests.boxtables.iter())
-            .map(|document| async move {
-                (
+    let results: Vec<Option<(String, usize, TableResult)>> =
+        futures::stream::iter(decoded.documents.iter())
+            .map(|(document, accepted)| async move {
+                let result = judged(
+                    document,
+                    accepted,
+                    &decoded.secrets,
+                    options,
+                    sessions,
+                    cancel,
+                )
+                .await?;
+                Some((
                     document.source.path.display().to_string(),
                     document.source.index,
-                    one(document, manifests, options, sessions, cancel).await,
-                )
+                    result,
+                ))
             })
             .buffer_unordered(concurrency)
             .collect()
             .await;
-    results.extend(manifests.problems.iter().map(|problem| {
-        (
-            problem.source.path.display().to_string(),
-            problem.source.index,
-            TableResult::invalid(problem),
-        )
-    }));
-    results.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
-    results.into_iter().map(|(_, _, r)| r).collect()
+    Ran(results.into_iter().flatten().collect())
+}
+
+/// The results of the accepted documents, by file and document.
+pub struct Ran(Vec<(String, usize, TableResult)>);
+
+impl Ran {
+    /// Every result in file order: these, and one for each document in `problems`.
+    pub fn with(self, problems: &[Problem]) -> Vec<TableResult> {
+        let mut results = self.0;
+        results.extend(problems.iter().map(|problem| {
+            (
+                problem.source.path.display().to_string(),
+                problem.source.index,
+                TableResult::invalid(problem),
+            )
+        }));
+        results.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+        results.into_iter().map(|(_, _, r)| r).collect()
+    }
+}
+
+/// Applies or plans one decoded BoxTable while it is judged: its reads start at once, its run's
+/// gate waits for the verdict before anything changes, and a refusal cancels what is still
+/// running. `None` when the document is refused: its problem is then its result.
+async fn judged(
+    document: &Document,
+    accepted: &judged::Accepted,
+    secrets: &[Secret],
+    options: &Options,
+    sessions: &SessionPool,
+    cancel: &CancellationToken,
+) -> Option<TableResult> {
+    let refused = cancel.child_token();
+    let verdict = async {
+        let accepted = accepted.clone().await;
+        if !accepted {
+            refused.cancel();
+        }
+        accepted
+    };
+    let (result, accepted) = tokio::join!(
+        one(document, accepted, secrets, options, sessions, &refused),
+        verdict
+    );
+    accepted.then_some(result)
 }
 
 /// Where `bt`'s table lives: the command-line URL (whose `sslrootcert`, `sslcert` and `sslkey`
@@ -125,7 +177,7 @@ pub async fn run(
 /// is refused).
 fn connection(
     bt: &BoxTable,
-    manifests: &Manifests,
+    secrets: &[Secret],
     options: &Options,
 ) -> Result<Connection, (Reason, String)> {
     if let Some(url) = &options.database_url {
@@ -133,7 +185,7 @@ fn connection(
     }
     let secret_ref = &bt.spec.database.secret_ref;
     let namespace = bt.namespace();
-    let secret = manifests.secrets.iter().find(|s| {
+    let secret = secrets.iter().find(|s| {
         s.name_any() == secret_ref.name && (namespace.is_none() || s.namespace() == namespace)
     });
     let Some(secret) = secret else {
@@ -206,17 +258,18 @@ fn command_line_connection(
     Ok(Connection::new(settings, files))
 }
 
-/// Applies or plans one BoxTable.
+/// Applies or plans one BoxTable; a run changes nothing before `accepted` says yes.
 async fn one(
     document: &Document,
-    manifests: &Manifests,
+    accepted: &judged::Accepted,
+    secrets: &[Secret],
     options: &Options,
     sessions: &SessionPool,
     cancel: &CancellationToken,
 ) -> TableResult {
     let bt = &document.boxtable;
     let plan = pass::plan::plan(&bt.spec);
-    let connection = connection(bt, manifests, options);
+    let connection = connection(bt, secrets, options);
     let database = connection
         .as_ref()
         .ok()
@@ -275,26 +328,33 @@ async fn one(
             ),
         },
         Mode::Apply => {
-            let observed = applying(sessions, &target, &plan, bt.spec.suspend, cancel).await;
+            let gate = || judged::gate(accepted.clone());
+            let observed = applying(sessions, &target, &plan, bt.spec.suspend, gate, cancel).await;
             applied(result, &plan, &observed, bt)
         }
     }
 }
 
-/// Runs one table (or, suspended, looks at it) through the same pass as the controller.
-async fn applying(
+/// Runs one table (or, suspended, looks at it) through the same pass as the controller, with
+/// `gate` asked before the run changes anything.
+async fn applying<G, F>(
     sessions: &SessionPool,
     target: &Target<'_>,
     plan: &Plan,
     suspended: bool,
+    gate: G,
     cancel: &CancellationToken,
-) -> Observed {
+) -> Observed
+where
+    G: FnOnce() -> F + Send,
+    F: Future<Output = Result<(), Withdrawal>> + Send,
+{
     let ran = if suspended {
         pass::run(sessions, target, plan, pass::Observe, cancel).await
     } else {
         let step = pass::Migrate {
             on_waiting: |_| (),
-            gate: || async { Ok(()) },
+            gate,
         };
         // As the controller's: the status printed carries the same Drifted condition.
         pass::run(sessions, target, plan, step, cancel)

@@ -340,3 +340,93 @@ async fn a_path_that_cannot_be_read_is_reported_and_the_other_files_still_run() 
     assert_eq!(row(&run.stdout, missing)[3..], ["Invalid", "Unreadable"]);
     assert_eq!(row(&run.stdout, "shop/good")[3..], ["Ready", "Migrated"]);
 }
+
+/// A BoxTable whose only fault is one the run itself never looks at (the Secret's name breaks
+/// its pattern, and `--database-url` names the database): the decoded document plans, so its
+/// pass gets as far as the judge lets it.
+fn refused_but_plannable(table: &str) -> String {
+    format!(
+        "apiVersion: brighter.dev/v1alpha1\nkind: BoxTable\nmetadata:\n  name: {table}\n  namespace: shop\n\
+         spec:\n  box: Outbox\n  table: {table}\n  lock:\n    timeout: 30s\n  database:\n    secretRef:\n      name: Not_A_Secret_Name\n"
+    )
+}
+
+#[tokio::test]
+async fn a_refused_manifest_changes_nothing_and_never_reports_ready_however_far_its_reads_got() {
+    let db = support::fresh_db().await;
+    let dir = tempfile::tempdir().unwrap();
+    let good = boxtable("ready")
+        .namespace("shop")
+        .table("ready")
+        .write_manifest(dir.path(), "good.yaml");
+    let run = migrate(&["-f", &good, "--database-url", &db.url], None);
+    assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
+    let refusal = "spec.database.secretRef.name: Invalid value: \"Not_A_Secret_Name\"";
+
+    // Up to date already: the lock-free read alone would say Ready; the verdict says Invalid.
+    let file = write(dir.path(), "ready.yaml", &refused_but_plannable("ready"));
+    let run = migrate(&["-f", &file, "--database-url", &db.url], None);
+    assert_eq!(run.code, Some(1), "{}\n{}", run.stdout, run.stderr);
+    assert_eq!(
+        row(&run.stdout, "shop/ready")[3..],
+        ["Invalid", "InvalidSpec"]
+    );
+    assert!(run.stderr.contains(refusal), "{}", run.stderr);
+
+    // Not there yet and its lock free: the run reaches its gate, which withdraws it.
+    let file = write(dir.path(), "fresh.yaml", &refused_but_plannable("fresh"));
+    let run = migrate(&["-f", &file, "--database-url", &db.url], None);
+    assert_eq!(run.code, Some(1), "{}\n{}", run.stdout, run.stderr);
+    assert_eq!(
+        row(&run.stdout, "shop/fresh")[3..],
+        ["Invalid", "InvalidSpec"]
+    );
+
+    // Its lock held by another migrator: the refusal ends the wait at once, not after the 30s
+    // lock timeout, and the holder keeps the lock.
+    let holder = db.connect().await;
+    let key = support::controller::lock_key("public", "held");
+    holder
+        .query_one("SELECT pg_advisory_lock($1)", &[&key])
+        .await
+        .unwrap();
+    let file = write(dir.path(), "held.yaml", &refused_but_plannable("held"));
+    let started = std::time::Instant::now();
+    let run = migrate(&["-f", &file, "--database-url", &db.url], None);
+    let took = started.elapsed();
+    assert_eq!(run.code, Some(1), "{}\n{}", run.stdout, run.stderr);
+    assert_eq!(
+        row(&run.stdout, "shop/held")[3..],
+        ["Invalid", "InvalidSpec"]
+    );
+    assert!(
+        took < std::time::Duration::from_secs(10),
+        "a refused manifest waited {took:?} for its lock"
+    );
+    let still_held: bool = holder
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND granted)",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(still_held);
+
+    assert_eq!(
+        tables(&db).await,
+        ["public.__BrighterMigrationHistory", "public.ready"],
+        "only the valid table and the history"
+    );
+    let rows: i64 = db
+        .connect()
+        .await
+        .query_one(
+            "SELECT count(*) FROM public.\"__BrighterMigrationHistory\" WHERE \"BoxTableName\" <> 'ready'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(rows, 0, "no history row for a refused manifest");
+}
