@@ -17,20 +17,29 @@ use serde_json::Value;
 use super::FieldError;
 
 /// Rules and message expressions compiled so far, by their text: each is compiled once, when a
-/// document first reaches it, however many documents use it.
+/// document first reaches it, however many documents use it. With them, the standard library's
+/// context, built once: every evaluation binds `self` in a scope of its own inside it.
 #[derive(Default)]
-pub struct Programs(RefCell<HashMap<String, Result<Rc<Program>, String>>>);
+pub struct Programs {
+    compiled: RefCell<HashMap<String, Result<Rc<Program>, String>>>,
+    stdlib: std::cell::OnceCell<Context<'static, 'static>>,
+}
 
 impl Programs {
+    /// The context every evaluation's scope sits in.
+    fn stdlib(&self) -> &Context<'static, 'static> {
+        self.stdlib.get_or_init(Context::default)
+    }
+
     /// `text` compiled, or why it does not compile.
     fn get(&self, text: &str) -> Result<Rc<Program>, String> {
-        if let Some(found) = self.0.borrow().get(text) {
+        if let Some(found) = self.compiled.borrow().get(text) {
             return found.clone();
         }
         let compiled = Program::compile(text)
             .map(Rc::new)
             .map_err(|error| error.to_string());
-        self.0
+        self.compiled
             .borrow_mut()
             .insert(text.to_owned(), compiled.clone());
         compiled
@@ -116,7 +125,7 @@ fn check(
     if program.references().has_variable("oldSelf") {
         return None;
     }
-    let mut context = Context::default();
+    let mut context = programs.stdlib().new_inner_scope();
     context.add_variable_from_value("self", to_cel(value));
     match program.execute(&context) {
         Ok(CelValue::Bool(true)) => None,

@@ -44,7 +44,8 @@ const INDEXES_SQL: &str = concat!(
     " ORDER BY i.relname"
 );
 
-/// Reads the table's actual shape; `None` when the table does not exist.
+/// Reads the table's actual shape; `None` when the table does not exist. Both reads go out in
+/// one round trip.
 ///
 /// # Errors
 /// [`RunError`] classified from the database error.
@@ -57,10 +58,12 @@ pub async fn actual_shape(
         (&table.schema.as_str(), Type::TEXT),
         (&table.table.as_str(), Type::TEXT),
     ];
-    let rows = client
-        .query_typed(COLUMNS_SQL, &params)
-        .await
-        .map_err(RunError::query(op, table))?;
+    let (columns, indexes) = futures::future::join(
+        client.query_typed(COLUMNS_SQL, &params),
+        client.query_typed(INDEXES_SQL, &params),
+    )
+    .await;
+    let rows = columns.map_err(RunError::query(op, table))?;
     if rows.is_empty() {
         return Ok(None);
     }
@@ -73,10 +76,7 @@ pub async fn actual_shape(
             has_default: row.try_get(3).map_err(RunError::query(op, table))?,
         });
     }
-    let rows = client
-        .query_typed(INDEXES_SQL, &params)
-        .await
-        .map_err(RunError::query(op, table))?;
+    let rows = indexes.map_err(RunError::query(op, table))?;
     let mut indexes = Vec::with_capacity(rows.len());
     for row in rows {
         indexes.push(ActualIndex {
@@ -104,17 +104,21 @@ pub async fn drift(
     plan: &Plan,
     version: u32,
 ) -> Result<Option<DriftReport>, RunError> {
-    if version == 0 || plan.kind().version(version).is_none() {
+    if !comparable(plan, version) {
         return Ok(None);
     }
-    let Some(actual) = actual_shape(client, plan.table()).await? else {
-        return Ok(None);
-    };
-    Ok(Some(drift::compare(
-        plan.kind(),
-        plan.payload(),
-        plan.table(),
-        version,
-        &actual,
-    )))
+    Ok(actual_shape(client, plan.table())
+        .await?
+        .and_then(|actual| compare(plan, version, &actual)))
+}
+
+/// Whether the catalog knows `version`'s shape, so that a table at it can be compared.
+fn comparable(plan: &Plan, version: u32) -> bool {
+    version != 0 && plan.kind().version(version).is_some()
+}
+
+/// Compares `actual`, read before, with the shape of `version` (see [`drift`]).
+pub fn compare(plan: &Plan, version: u32, actual: &ActualShape) -> Option<DriftReport> {
+    comparable(plan, version)
+        .then(|| drift::compare(plan.kind(), plan.payload(), plan.table(), version, actual))
 }

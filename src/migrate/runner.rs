@@ -12,6 +12,7 @@ use tracing::Instrument;
 use super::Decision;
 use super::detect::{self, Facts};
 use super::history::{self, HistoryTable};
+use super::inspect;
 use super::ownership;
 use super::statements::{self, Param, Purpose, Statement};
 use super::{HistoryScope, Outcome, Plan, RunError};
@@ -99,16 +100,28 @@ where
     let session = &*session;
     let client = session.client();
     let identity = plan.lock();
-    // One round trip for both: the lock-free check only reads, so it may go out before the
-    // preflight has answered; its answer counts only once the preflight has passed.
+    // One round trip for all: the lock-free check only reads, so it may go out before the
+    // preflight has answered; its answer counts only once the preflight has passed. The table's
+    // shape goes with it: most runs find the table up to date, and then its drift is known without
+    // another round trip (any other path reads the shape again after its change).
     let reads = async {
-        let (checked, found) = futures::future::join(
+        let (checked, found, shape) = futures::future::join3(
             preflight(session, plan, identity),
             up_to_date_without_lock(client, plan, target),
+            async {
+                if plan.history_scope() == HistoryScope::Global {
+                    inspect::actual_shape(client, plan.table())
+                        .await
+                        .ok()
+                        .flatten()
+                } else {
+                    None
+                }
+            },
         )
         .await;
         checked?;
-        found
+        Ok(found?.map(|at| (at, shape)))
     };
     let found = before_lock(session, identity, cancel, reads).await;
     let known_latest = plan.kind().latest();
@@ -125,8 +138,11 @@ where
         duration: clock.elapsed(),
         drift: None,
     };
-    if let Some(at) = found? {
-        return Ok(up_to_date(at));
+    if let Some((at, shape)) = found? {
+        let mut outcome = up_to_date(at);
+        // Left `None` when the read failed: the caller's own drift check reads again.
+        outcome.drift = shape.and_then(|actual| inspect::compare(plan, at, &actual));
+        return Ok(outcome);
     }
     // While another session holds the lock, check after each failed try whether it has already
     // brought the table up to date: then there is nothing left to wait for.

@@ -172,6 +172,11 @@ where
         } else {
             Left::Clean
         };
+        // A table found up to date without the lock comes back already compared (its shape was
+        // read with that check).
+        if outcome.drift.is_some() {
+            return Ok((outcome, left));
+        }
         outcome.drift = match migrate::inspect::drift(session.client(), plan, outcome.to_version)
             .await
         {
