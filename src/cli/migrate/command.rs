@@ -58,6 +58,10 @@ pub async fn execute(args: MigrateArgs) -> ExitCode {
         note!("{NAME}: no BoxTable manifests in the given files");
         return ExitCode::FAILURE;
     }
+    if decoded.documents.len() <= options.concurrency.max(1) {
+        // Every table runs at once on a session of its own: none is borrowed twice.
+        sessions.keep_none();
+    }
     let cancel = CancellationToken::new();
     cancel_on_signal(cancel.clone());
     // The first table's checkout waits for the session being opened ahead.

@@ -35,7 +35,8 @@ pub enum Closed {
     IdleCap,
     /// Its source now gives another key (a rotated Secret).
     Superseded,
-    /// The pool was closed (shutdown).
+    /// The pool was closed (shutdown), or keeps no session given back
+    /// ([`super::SessionPool::keep_none`]).
     Shutdown,
 }
 

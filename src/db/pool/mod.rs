@@ -86,6 +86,8 @@ struct State {
     open: usize,
     idle: usize,
     closing: bool,
+    /// Sessions given back are closed, not kept (see [`SessionPool::keep_none`]).
+    keep_none: bool,
 }
 
 /// The sessions of this process, by [`SessionKey`]. Share it (`Arc`) between passes.
@@ -395,6 +397,14 @@ impl SessionPool {
         self.close();
     }
 
+    /// From now on, sessions given back are closed at once, without the check that would keep
+    /// them; idle ones stay to be lent. For a caller that knows no later pass will borrow a
+    /// session given back (the `migrate` command, when every table has a session of its own):
+    /// the check would cost a round trip for a session about to close anyway.
+    pub fn keep_none(&self) {
+        self.state().keep_none = true;
+    }
+
     /// Closes every idle session; sessions lent now are closed when they come back.
     pub fn close(&self) {
         let mut state = self.state();
@@ -447,7 +457,10 @@ impl PooledSession<'_> {
     pub async fn give_back(self) {
         let PooledSession { session, mut lent } = self;
         lent.handed_back = true;
-        if is_clean(&session).await {
+        let keep_none = lent.pool.state().keep_none;
+        if keep_none {
+            lent.pool.discard(session, Closed::Shutdown);
+        } else if is_clean(&session).await {
             lent.pool.put_idle(&lent.key, session);
         } else {
             tracing::warn!(target = ?lent.key, "a session was not idle after a clean run (open transaction or advisory lock); closing it");

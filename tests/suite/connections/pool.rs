@@ -580,3 +580,48 @@ async fn all_sessions_end(observer: &Client, what: &str) {
     .await;
     assert_eq!(advisory_locks(observer).await, 0);
 }
+
+#[tokio::test]
+async fn a_pool_that_keeps_none_lends_its_session_opened_ahead_and_closes_it_unchecked_after() {
+    let db = support::fresh_db().await;
+    let observer = db.connect().await;
+    let proxy = support::wire::start(support::wire::upstream(&db.config())).await;
+    let url = support::wire::through(&db.config(), proxy.addr);
+    let clean_checks = || {
+        proxy
+            .sent()
+            .iter()
+            .filter(|s| {
+                s.sql
+                    .contains("statement_timestamp() = transaction_timestamp()")
+            })
+            .count()
+    };
+    let (keeping, _) = pool(1);
+    migrate(&keeping, &url, &outbox("outbox_kept").build())
+        .await
+        .unwrap();
+    assert_eq!(clean_checks(), 1, "a session kept is checked first");
+    assert_eq!(keeping.sizes(), (1, 1));
+
+    let (pool, counts) = pool(1);
+    let connection = Connection::parse(&url).unwrap();
+    pool.open_ahead(&SessionKey::of(&connection), "boxtable-operator/test/ahead")
+        .await;
+    pool.keep_none();
+    assert_eq!(pool.sizes(), (1, 1), "the session opened ahead stays idle");
+    let outcome = migrate(&pool, &url, &outbox("outbox_once").build())
+        .await
+        .unwrap();
+    assert_eq!(outcome.to_version, 8);
+    assert_eq!(
+        counts.opened_total(),
+        1,
+        "the session opened ahead was lent"
+    );
+    assert_eq!(pool.sizes(), (0, 0), "and closed when given back");
+    assert_eq!(counts.closed(Closed::Shutdown), 1);
+    assert_eq!(clean_checks(), 1, "without the check");
+    drop(keeping);
+    all_sessions_end(&observer, "both pools' sessions to end").await;
+}
