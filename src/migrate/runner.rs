@@ -11,6 +11,7 @@ use tracing::Instrument;
 
 use super::Decision;
 use super::detect::{self, Facts};
+use super::drift::ActualShape;
 use super::history::{self, HistoryTable};
 use super::inspect;
 use super::ownership;
@@ -100,30 +101,7 @@ where
     let session = &*session;
     let client = session.client();
     let identity = plan.lock();
-    // One round trip for all: the lock-free check only reads, so it may go out before the
-    // preflight has answered; its answer counts only once the preflight has passed. The table's
-    // shape goes with it: most runs find the table up to date, and then its drift is known without
-    // another round trip (any other path reads the shape again after its change).
-    let reads = async {
-        let (checked, found, shape) = futures::future::join3(
-            preflight(session, plan, identity),
-            up_to_date_without_lock(client, plan, target),
-            async {
-                if plan.history_scope() == HistoryScope::Global {
-                    inspect::actual_shape(client, plan.table())
-                        .await
-                        .ok()
-                        .flatten()
-                } else {
-                    None
-                }
-            },
-        )
-        .await;
-        checked?;
-        Ok(found?.map(|at| (at, shape)))
-    };
-    let found = before_lock(session, identity, cancel, reads).await;
+    let found = before_lock(session, identity, cancel, lock_free_reads(session, plan)).await;
     let known_latest = plan.kind().latest();
     let up_to_date = |at: u32| Outcome {
         path: super::RunPath::UpToDate,
@@ -207,6 +185,40 @@ where
         duration: clock.elapsed(),
         drift: None,
     })
+}
+
+/// Everything a run reads before the lock, in one round trip: the preflight, the lock-free check
+/// (see [`up_to_date_without_lock`]) and the table's shape. The check only reads, so it may go out
+/// before the preflight has answered; its answer counts only once the preflight has passed. The
+/// shape goes with it because most runs find the table up to date, and then its drift is known
+/// without another round trip; any other path reads the shape again after its change (a failed
+/// read here is only a shape not known yet).
+///
+/// # Errors
+/// As [`preflight`] and [`up_to_date_without_lock`].
+async fn lock_free_reads(
+    session: &Session,
+    plan: &Plan,
+) -> Result<Option<(u32, Option<ActualShape>)>, RunError> {
+    let client = session.client();
+    let shape = async {
+        if plan.history_scope() == HistoryScope::Global {
+            inspect::actual_shape(client, plan.table())
+                .await
+                .ok()
+                .flatten()
+        } else {
+            None
+        }
+    };
+    let (checked, found, shape) = futures::future::join3(
+        preflight(session, plan, plan.lock()),
+        up_to_date_without_lock(client, plan, plan.target()),
+        shape,
+    )
+    .await;
+    checked?;
+    Ok(found?.map(|at| (at, shape)))
 }
 
 /// The no-op fast path: when the history already records the target (or more) for an existing
