@@ -437,7 +437,7 @@ impl Decoded {
         if let (Some(schema), false) = (schema, pending.is_empty()) {
             let judge = Judge::with_schema(schema)?;
             for document in pending {
-                let errors = match (judge.check(&document.value), document.provisional) {
+                let (errors, place) = match (judge.check(&document.value), document.provisional) {
                     (Ok(()), Ok(place)) => {
                         verdict(place, Ok(()));
                         boxtables.extend(provisional.get_mut(place).and_then(Option::take));
@@ -446,7 +446,6 @@ impl Decoded {
                     (Err(errors), place) => (errors, place.ok()),
                     (Ok(()), Err(errors)) => (errors, None),
                 };
-                let (errors, place) = errors;
                 let problem = Problem {
                     source: document.source,
                     object: Some(document.object),

@@ -4,12 +4,14 @@
 //! document's verdict: the run's gate waits for it, a refusal cancels whatever the pass is still
 //! doing (a lock wait, a read), and a refused document's result is its refusal, never the pass's.
 
+use std::future::Future;
 use std::path::PathBuf;
 
 use futures::FutureExt as _;
 use futures::future::{BoxFuture, Shared};
 use k8s_openapi::api::core::v1::Secret;
 use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
 
 use boxtable_operator::manifests::{self, Document, Manifests, SchemaCompileError};
 use boxtable_operator::migrate::runner::Withdrawal;
@@ -79,4 +81,28 @@ pub async fn gate(accepted: Accepted) -> Result<(), Withdrawal> {
             transient: false,
         })
     }
+}
+
+/// Runs `work` beside its document's verdict: `work` gets a token cancelled when the document is
+/// refused (or `cancel` fires), so a refusal ends a lock wait or a read at once. `None` when the
+/// document is refused: its problem, not what `work` found, is then its result.
+pub async fn unless_refused<T, W, F>(
+    accepted: &Accepted,
+    cancel: &CancellationToken,
+    work: W,
+) -> Option<T>
+where
+    W: FnOnce(CancellationToken) -> F,
+    F: Future<Output = T>,
+{
+    let refused = cancel.child_token();
+    let verdict = async {
+        let accepted = accepted.clone().await;
+        if !accepted {
+            refused.cancel();
+        }
+        accepted
+    };
+    let (found, accepted) = tokio::join!(work(refused.clone()), verdict);
+    accepted.then_some(found)
 }

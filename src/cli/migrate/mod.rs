@@ -105,14 +105,17 @@ pub async fn run(
     let results: Vec<Option<(String, usize, TableResult)>> =
         futures::stream::iter(decoded.documents.iter())
             .map(|(document, accepted)| async move {
-                let result = judged(
-                    document,
-                    accepted,
-                    &decoded.secrets,
-                    options,
-                    sessions,
-                    cancel,
-                )
+                let result = judged::unless_refused(accepted, cancel, |refused| async move {
+                    one(
+                        document,
+                        accepted,
+                        &decoded.secrets,
+                        options,
+                        sessions,
+                        &refused,
+                    )
+                    .await
+                })
                 .await?;
                 Some((
                     document.source.path.display().to_string(),
@@ -143,32 +146,6 @@ impl Ran {
         results.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
         results.into_iter().map(|(_, _, r)| r).collect()
     }
-}
-
-/// Applies or plans one decoded BoxTable while it is judged: its reads start at once, its run's
-/// gate waits for the verdict before anything changes, and a refusal cancels what is still
-/// running. `None` when the document is refused: its problem is then its result.
-async fn judged(
-    document: &Document,
-    accepted: &judged::Accepted,
-    secrets: &[Secret],
-    options: &Options,
-    sessions: &SessionPool,
-    cancel: &CancellationToken,
-) -> Option<TableResult> {
-    let refused = cancel.child_token();
-    let verdict = async {
-        let accepted = accepted.clone().await;
-        if !accepted {
-            refused.cancel();
-        }
-        accepted
-    };
-    let (result, accepted) = tokio::join!(
-        one(document, accepted, secrets, options, sessions, &refused),
-        verdict
-    );
-    accepted.then_some(result)
 }
 
 /// Where `bt`'s table lives: the command-line URL (whose `sslrootcert`, `sslcert` and `sslkey`

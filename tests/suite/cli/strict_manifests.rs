@@ -403,30 +403,20 @@ async fn a_refused_manifest_changes_nothing_and_never_reports_ready_however_far_
         took < std::time::Duration::from_secs(10),
         "a refused manifest waited {took:?} for its lock"
     );
-    let still_held: bool = holder
-        .query_one(
-            "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND granted)",
-            &[],
-        )
-        .await
-        .unwrap()
-        .get(0);
-    assert!(still_held);
+    assert_eq!(
+        support::advisory_locks(&holder).await,
+        1,
+        "only the holder's lock"
+    );
 
     assert_eq!(
         tables(&db).await,
         ["public.__BrighterMigrationHistory", "public.ready"],
         "only the valid table and the history"
     );
-    let rows: i64 = db
-        .connect()
-        .await
-        .query_one(
-            "SELECT count(*) FROM public.\"__BrighterMigrationHistory\" WHERE \"BoxTableName\" <> 'ready'",
-            &[],
-        )
-        .await
-        .unwrap()
-        .get(0);
-    assert_eq!(rows, 0, "no history row for a refused manifest");
+    let history = support::migrate::history(&holder, "public").await;
+    assert!(
+        !history.is_empty() && history.iter().all(|(_, _, table, _, _)| table == "ready"),
+        "no history row for a refused manifest: {history:?}"
+    );
 }
