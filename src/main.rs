@@ -48,15 +48,29 @@ fn main() -> ExitCode {
         // Refused above, naming the feature.
         #[cfg(not(feature = "manifests"))]
         Some(Command::Migrate(_) | Command::Plan(_)) => ExitCode::FAILURE,
-        Some(Command::Run(args)) => block_on(
-            tokio::runtime::Builder::new_multi_thread(),
-            cli::run::execute(args),
-        ),
-        None => block_on(
-            tokio::runtime::Builder::new_multi_thread(),
-            cli::run::execute(RunArgs::parse_from(["boxtable-operator"])),
-        ),
+        Some(Command::Run(args)) => run_controller(args),
+        None => run_controller(RunArgs::parse_from(["boxtable-operator"])),
     }
+}
+
+/// Runs the controller as a task on a multi-thread runtime's workers (as many as the CPUs the
+/// process may use, its cgroup's CPU limit included), not on the thread that waits for it: the
+/// Kubernetes client's and the database sessions' connections are tasks on those workers too,
+/// so a request and its answer stay on the workers instead of waking the waiting thread for every
+/// message (under the shipped 500m CPU limit the runtime has one worker, and that ping-pong
+/// between two threads was a large part of the CPU per BoxTable; BENCHMARKS.md has the runs).
+fn run_controller(args: RunArgs) -> ExitCode {
+    block_on(tokio::runtime::Builder::new_multi_thread(), async move {
+        match tokio::spawn(cli::run::execute(args)).await {
+            Ok(code) => code,
+            Err(error) => {
+                cli::output::note!(
+                    "boxtable-operator: the controller task ended abnormally: {error}"
+                );
+                ExitCode::FAILURE
+            }
+        }
+    })
 }
 
 /// Runs `work` on a runtime from `builder`; the controller uses several threads, while the

@@ -199,11 +199,18 @@ class ReadyWatch(threading.Thread):
 
 
 def vm_hwm_kib(pid):
+    return proc_status_kib(pid).get("VmHWM", 0)
+
+
+def proc_status_kib(pid):
+    """The sizes (KiB) in /proc/<pid>/status: VmHWM, VmRSS, RssAnon, RssFile and the others."""
+    out = {}
     with open(f"/proc/{pid}/status", encoding="ascii") as f:
         for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1])
-    return 0
+            key, _, value = line.partition(":")
+            if value.strip().endswith("kB"):
+                out[key] = int(value.split()[0])
+    return out
 
 
 def cpu_seconds():
@@ -639,8 +646,11 @@ class PodOperator:
                                              ((c.get("lastState") or {}).get("terminated") or {}).get("reason"))
                                             for c in (p.get("status") or {}).get("containerStatuses") or []]
                     for p in self.pods()}
+        sizes = proc_status_kib(self.pid)
         return {
-            "peak_rss_kib": vm_hwm_kib(self.pid),
+            "peak_rss_kib": sizes.get("VmHWM", 0),
+            # The resident set now, split: the heap and stacks, and the binary's pages.
+            "rss_now_kib": {k: sizes.get(k, 0) for k in ("VmRSS", "RssAnon", "RssFile")},
             "cgroup_peak_bytes": read_int(os.path.join(memory, "memory.max_usage_in_bytes")),
             "cgroup_limit_bytes": read_int(os.path.join(memory, "memory.limit_in_bytes")),
             "cgroup_failcnt": read_int(os.path.join(memory, "memory.failcnt")),
