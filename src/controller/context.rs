@@ -40,6 +40,8 @@ pub struct Context {
     pub(crate) holds: Arc<Holds>,
     /// Reads referenced Secrets (one LIST by name per new resourceVersion).
     pub secrets: Arc<secrets::SecretReader>,
+    /// The statuses this process wrote that the cache has not seen yet.
+    pub(crate) own_writes: Arc<super::own_writes::OwnWrites>,
     /// Forgets what is kept per BoxTable and per Secret when they go.
     pub(crate) memory: Arc<super::memory::Memory>,
     /// The PostgreSQL sessions kept between passes, shared by every pass of this process.

@@ -16,7 +16,7 @@
 //! A trigger queued for an object that is gone never reaches a pass (the controller looks the
 //! object up in its cache first), so forgetting it cannot start a pass again.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -27,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::backoff::Backoff;
 use super::conflicts::{TableIndex, table_key};
+use super::own_writes::OwnWrites;
 use super::schedule::Schedule;
 use super::secret_guard::Holds;
 use super::secrets::{SecretMetadata, SecretReader};
@@ -44,6 +45,7 @@ pub(crate) struct Memory {
     secrets: Arc<SecretReader>,
     holds: Arc<Holds>,
     tables: Arc<TableIndex>,
+    own_writes: Arc<OwnWrites>,
 }
 
 impl Memory {
@@ -55,6 +57,7 @@ impl Memory {
         secrets: Arc<SecretReader>,
         holds: Arc<Holds>,
         tables: Arc<TableIndex>,
+        own_writes: Arc<OwnWrites>,
     ) -> Self {
         Self {
             boxtables,
@@ -63,6 +66,7 @@ impl Memory {
             secrets,
             holds,
             tables,
+            own_writes,
         }
     }
 
@@ -71,7 +75,8 @@ impl Memory {
         match event {
             Event::Delete(bt) => self.boxtable_gone(bt),
             Event::InitDone => self.sweep(),
-            Event::Init | Event::InitApply(_) | Event::Apply(_) => {}
+            Event::InitApply(bt) | Event::Apply(bt) => self.own_writes.seen(bt),
+            Event::Init => {}
         }
     }
 
@@ -125,6 +130,7 @@ impl Memory {
 
     fn forget(&self, uid: &str) {
         self.schedule.gone(uid);
+        self.own_writes.forget(uid);
         self.backoff.on_success(uid);
     }
 
@@ -141,16 +147,19 @@ impl Memory {
 
     /// Keeps only the entries of the objects the caches hold now.
     pub(super) fn sweep(&self) {
-        let live: HashSet<String> = self
+        // Each live object's uid with the version the cache holds.
+        let live: HashMap<String, Option<String>> = self
             .boxtables
             .state()
             .iter()
-            .filter_map(|bt| bt.uid())
+            .filter_map(|bt| Some((bt.uid()?, bt.resource_version())))
             .collect();
-        self.schedule.retain(|uid| live.contains(uid));
+        self.schedule.retain(|uid| live.contains_key(uid));
         self.tables
             .sweep(|object| self.boxtables.get(object).map(|bt| table_key(&bt.spec)));
-        self.backoff.retain(|uid| live.contains(uid));
+        self.backoff.retain(|uid| live.contains_key(uid));
+        self.own_writes
+            .retain(|uid| live.get(uid).cloned().flatten());
         self.forget_unreferenced_secrets();
     }
 
@@ -191,7 +200,7 @@ impl CacheSource for Memory {
         CacheEntries {
             secret_reads: self.secrets.entries(),
             secret_finalizers: self.holds.entries(),
-            schedule: self.schedule.entries(),
+            schedule: self.schedule.entries() + self.own_writes.entries(),
             backoff: self.backoff.entries(),
         }
     }

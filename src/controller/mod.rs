@@ -15,6 +15,7 @@ pub mod events;
 mod finalizer;
 pub mod leader;
 pub mod memory;
+mod own_writes;
 pub mod reconcile;
 pub mod schedule;
 mod secret_guard;
@@ -309,6 +310,7 @@ impl Shared<'_> {
         // The cached BoxTables by the table they name, for the conflict check (see `conflicts`).
         let tables = Arc::new(conflicts::TableIndex::default());
         // What is kept per BoxTable and per Secret goes when they go (see `memory`).
+        let own_writes = Arc::new(own_writes::OwnWrites::default());
         let memory = Arc::new(memory::Memory::new(
             store.clone(),
             schedule.clone(),
@@ -316,6 +318,7 @@ impl Shared<'_> {
             reader.clone(),
             holds.clone(),
             tables.clone(),
+            own_writes.clone(),
         ));
         metrics.count_cache_entries(memory.clone());
         let boxtable_events = {
@@ -367,6 +370,7 @@ impl Shared<'_> {
             shutdown: stop.clone(),
             holds,
             secrets: reader,
+            own_writes,
             memory,
             sessions: self.sessions.clone(),
             workers: self.workers.clone(),

@@ -105,7 +105,7 @@ impl<'a> InFlight<'a> {
             api,
             namespace: bt.namespace().unwrap_or_default(),
             name: bt.name_any(),
-            written: bt.status.clone(),
+            written: ctx.own_writes.status_of(bt),
             started: Instant::now(),
         }
     }
@@ -148,6 +148,7 @@ impl<'a> InFlight<'a> {
                 name: self.name.clone(),
                 source,
             })?;
+        self.ctx.own_writes.wrote(self.bt, &desired);
         let transitions = events::transitions(self.written.as_ref(), &desired);
         events::publish(&self.ctx.events, self.bt, transitions).await;
         self.written = Some(desired);

@@ -16,7 +16,8 @@ pub struct CacheEntries {
     pub secret_reads: usize,
     /// Secrets known to carry a `drop.brighter.dev/<uid>` finalizer (`secret_finalizers`).
     pub secret_finalizers: usize,
-    /// BoxTables with a due time, a pending Secret change or a released finalizer (`schedule`).
+    /// BoxTables with a due time, a pending Secret change, a released finalizer, or a status
+    /// write the watch cache has not seen yet (`schedule`).
     pub schedule: usize,
     /// BoxTables with failures counted for their retry backoff (`backoff`).
     pub backoff: usize,
