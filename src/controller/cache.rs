@@ -6,14 +6,16 @@
 //! recomputes on every write; the status field set alone is larger than the rest of a BoxTable)
 //! and the `kubectl.kubernetes.io/last-applied-configuration` annotation (a second copy of the
 //! whole object as `kubectl apply` last sent it). Both are dropped before an object enters a
-//! cache; a write never sends them (status goes out by server-side apply of a fresh value).
+//! cache (a BoxTable's field ownership is not even parsed: see [`super::lean`]); a write never
+//! sends them (status goes out by server-side apply of a fresh value).
 
-use futures::{Stream, StreamExt};
+use futures::{Stream, StreamExt, TryStreamExt};
 use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::reflector::{self, store::Writer};
 use kube::runtime::{WatchStreamExt, watcher};
 
+use super::lean::LeanBoxTable;
 use super::secrets::SecretMetadata;
 use crate::crd::BoxTable;
 
@@ -22,23 +24,26 @@ pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration
 
 /// Drops what no pass reads from a watched object before it is cached.
 pub fn prune<K: ResourceExt>(object: &mut K) {
-    object.managed_fields_mut().clear();
+    // `None`, not an emptied list: a cleared `Vec` keeps its buffer (a few hundred bytes per
+    // object, megabytes over a fleet).
+    object.meta_mut().managed_fields = None;
     object.annotations_mut().remove(LAST_APPLIED);
 }
 
-/// The controller's watch of BoxTables, as `Controller::new` builds it but with every object
-/// pruned before it is stored in `writer`'s store, and each event handed to `observe` once the
+/// The controller's watch of BoxTables, as `Controller::new` builds it but with every object read
+/// without its field ownership ([`LeanBoxTable`]) and pruned before it is stored in `writer`'s store, and each event handed to `observe` once the
 /// store has taken it in (deletions among them, which the controller itself never sees): the
 /// stream of objects applied to the store (the controller's trigger; retried with the
 /// controller's own backoff).
 pub fn boxtables(
-    api: Api<BoxTable>,
+    api: Api<LeanBoxTable>,
     writer: Writer<BoxTable>,
     mut observe: impl FnMut(&watcher::Event<BoxTable>) + Send + 'static,
 ) -> impl Stream<Item = Result<BoxTable, watcher::Error>> + Send + 'static {
     reflector::reflector(
         writer,
-        watcher(api, watcher::Config::default().any_semantic()).modify(prune::<BoxTable>),
+        watcher(api, watcher::Config::default().any_semantic())
+            .map_ok(|event| full(event).modify(prune::<BoxTable>)),
     )
     .inspect(move |event| {
         if let Ok(event) = event {
@@ -46,6 +51,18 @@ pub fn boxtables(
         }
     })
     .applied_objects()
+}
+
+/// A watch event of a [`LeanBoxTable`] as the same event of the [`BoxTable`] it is.
+fn full(event: watcher::Event<LeanBoxTable>) -> watcher::Event<BoxTable> {
+    use watcher::Event;
+    match event {
+        Event::Apply(bt) => Event::Apply(bt.into()),
+        Event::Delete(bt) => Event::Delete(bt.into()),
+        Event::Init => Event::Init,
+        Event::InitApply(bt) => Event::InitApply(bt.into()),
+        Event::InitDone => Event::InitDone,
+    }
 }
 
 /// The metadata-only watch of Secrets (`config` may select by label), pruned before it is
@@ -92,12 +109,15 @@ mod tests {
             .insert("brighter.dev/keep".to_owned(), "yes".to_owned());
         bt.labels_mut().insert("app".to_owned(), "shop".to_owned());
         let mut expected = bt.clone();
-        expected.metadata.managed_fields = Some(Vec::new());
+        expected.metadata.managed_fields = None;
         expected.annotations_mut().remove(LAST_APPLIED);
 
         prune(&mut bt);
 
-        assert!(bt.managed_fields().is_empty());
+        assert!(
+            bt.metadata.managed_fields.is_none(),
+            "the list goes with its buffer"
+        );
         assert!(!bt.annotations().contains_key(LAST_APPLIED));
         assert_eq!(
             bt, expected,

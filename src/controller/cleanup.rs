@@ -8,7 +8,6 @@
 use std::time::Duration;
 
 use kube::ResourceExt;
-use kube::api::Api;
 use kube::runtime::controller::Action;
 
 use super::context::Context;
@@ -40,11 +39,7 @@ pub(super) enum Cleanup {
 ///
 /// Longer than most: like [`super::reconcile`]'s `apply`, a run of early ends, each keeping the
 /// finalizer with its own hint, in the order a deletion meets them.
-pub(super) async fn cleanup(
-    bt: &BoxTable,
-    ctx: &Context,
-    api: &Api<BoxTable>,
-) -> Result<Cleanup, ReconcileError> {
+pub(super) async fn cleanup(bt: &BoxTable, ctx: &Context) -> Result<Cleanup, ReconcileError> {
     if bt.spec.deletion_policy == DeletionPolicy::Retain {
         return Ok(Cleanup::Release);
     }
@@ -60,7 +55,7 @@ pub(super) async fn cleanup(
         return Ok(Cleanup::Release);
     };
     tracing::Span::current().record("table", plan.table().to_string());
-    let mut pass = InFlight::new(bt, ctx, api);
+    let mut pass = InFlight::new(bt, ctx);
     if !already_deleting(&pass) {
         pass.publish(
             Some(&plan),

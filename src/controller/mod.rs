@@ -14,6 +14,7 @@ mod error;
 pub mod events;
 mod finalizer;
 pub mod leader;
+pub mod lean;
 pub mod memory;
 mod own_writes;
 pub mod reconcile;
@@ -287,11 +288,11 @@ impl Shared<'_> {
             (self.client, self.settings, self.metrics, self.stop);
         let (boxtables, secrets) = match scope {
             Some(ns) => (
-                Api::<BoxTable>::namespaced(client.clone(), ns),
+                Api::<lean::LeanBoxTable>::namespaced(client.clone(), ns),
                 Api::<secrets::SecretMetadata>::namespaced(client.clone(), ns),
             ),
             None => (
-                Api::<BoxTable>::all(client.clone()),
+                Api::<lean::LeanBoxTable>::all(client.clone()),
                 Api::<secrets::SecretMetadata>::all(client.clone()),
             ),
         };

@@ -23,6 +23,7 @@ use super::context::Context;
 use super::error::ReconcileError;
 use super::events;
 use super::finalizer;
+use super::lean::LeanBoxTable;
 use super::schedule::Trigger;
 use super::secrets::{DatabaseSecret, SecretError};
 use super::target::{application_name, owner_of, read_secret, secret_source, target};
@@ -126,7 +127,7 @@ async fn due(
         if !finalizer::has(&bt) {
             return Ok(Action::await_change());
         }
-        match cleanup(&bt, &ctx, &api).await {
+        match cleanup(&bt, &ctx).await {
             Ok(Cleanup::Keep(action)) => Ok(action),
             // The deletion is finished: let go of every Secret first (a failure keeps the
             // finalizer, so the release is retried), then of the object.
@@ -148,7 +149,7 @@ async fn due(
     } else {
         match (finalizer::needed(&bt), finalizer::has(&bt)) {
             (true, false) => match finalizer::add(&api, &bt).await {
-                Ok(updated) => apply(&updated, &ctx, &api, worker).await,
+                Ok(updated) => apply(&updated, &ctx, worker).await,
                 Err(error) => Err(ReconcileError::AddFinalizer(error)),
             },
             // Now Retain: let go of the Secrets first (nothing would release them once the
@@ -157,12 +158,12 @@ async fn due(
                 match super::secret_guard::release_everywhere(&ctx.client, &bt).await {
                     Err(error) => Err(ReconcileError::ReleaseSecret(error)),
                     Ok(()) => match finalizer::remove(&api, &bt).await {
-                        Ok(()) => apply(&bt, &ctx, &api, worker).await,
+                        Ok(()) => apply(&bt, &ctx, worker).await,
                         Err(error) => Err(ReconcileError::RemoveFinalizer(error)),
                     },
                 }
             }
-            _ => apply(&bt, &ctx, &api, worker).await,
+            _ => apply(&bt, &ctx, worker).await,
         }
     };
     if result.is_err() {
@@ -205,18 +206,13 @@ pub(super) fn secret_failure(error: &SecretError) -> Option<Observed> {
 ///
 /// Longer than most: each early end (no plan, no Secret, a conflict, no usable connection) is two
 /// lines that end the pass through the same `finish`, and read best in the order a pass meets them.
-async fn apply(
-    bt: &BoxTable,
-    ctx: &Context,
-    api: &Api<BoxTable>,
-    worker: &Worker,
-) -> Result<Action, ReconcileError> {
+async fn apply(bt: &BoxTable, ctx: &Context, worker: &Worker) -> Result<Action, ReconcileError> {
     // A Secret that `secretRef` moved away from (or any, once Retain) is let go first, whatever
     // becomes of the spec and of the Secret referenced now.
     if let Err(error) = super::secret_guard::release_stale(&ctx.client, &ctx.holds, bt).await {
         tracing::warn!(error = %chain(&error), "letting go of a secret no longer needed failed");
     }
-    let pass = InFlight::new(bt, ctx, api);
+    let pass = InFlight::new(bt, ctx);
     let plan = match crate::pass::plan::plan(&bt.spec) {
         Ok(plan) => plan.with_owner(owner_of(bt, &pass.namespace, &ctx.cluster_name)),
         Err(error) => {
@@ -531,7 +527,7 @@ async fn run(
     let ctx = pass.ctx;
     let (on_waiting, contention) = super::write::contention();
     let (on_holding, holding) = super::write::holding();
-    let (api, bt) = (pass.api, pass.bt);
+    let (api, bt) = (pass.lean.clone(), pass.bt);
     let gate = move || async move {
         // The lock is held: from here on nothing but a shutdown cuts the run (a long index
         // build is never stopped by the pass's budget).
@@ -541,7 +537,7 @@ async fn run(
                 transient: true,
             });
         }
-        let verdict = still_wanted(api, bt).await;
+        let verdict = still_wanted(&api, bt).await;
         if verdict.is_ok() {
             on_holding();
         }
@@ -560,7 +556,7 @@ async fn run(
 /// waits for it), so a table is never created or changed for a BoxTable whose deletion has
 /// already passed, however stale the cache that started the pass.
 async fn still_wanted(
-    api: &Api<BoxTable>,
+    api: &Api<LeanBoxTable>,
     bt: &BoxTable,
 ) -> Result<(), crate::migrate::runner::Withdrawal> {
     use crate::migrate::runner::Withdrawal;
@@ -568,7 +564,11 @@ async fn still_wanted(
         why: why.to_owned(),
         transient: false,
     };
-    match api.get_opt(&bt.name_any()).await {
+    match api
+        .get_opt(&bt.name_any())
+        .await
+        .map(|live| live.map(BoxTable::from))
+    {
         Ok(None) => Err(stands("the BoxTable is gone")),
         Ok(Some(live)) if live.uid() != bt.uid() => Err(stands(
             "the BoxTable was replaced by a new object of the same name",

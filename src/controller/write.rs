@@ -12,6 +12,7 @@ use kube::runtime::controller::Action;
 use super::context::Context;
 use super::error::ReconcileError;
 use super::events;
+use super::lean::LeanBoxTable;
 use super::wording::Stopped;
 use crate::crd::{BoxTable, BoxTableStatus, FIELD_MANAGER, RECONCILE_REQUESTED_ANNOTATION};
 use crate::lock::Holder;
@@ -81,7 +82,9 @@ pub(super) fn contention() -> (impl FnOnce(Option<Holder>) + Send, Contention) {
 pub(super) struct InFlight<'a> {
     pub(super) bt: &'a BoxTable,
     pub(super) ctx: &'a Context,
-    pub(super) api: &'a Api<BoxTable>,
+    /// The same API with its answers read without field ownership (see [`super::lean`]): the
+    /// status writes and the re-read under the lock.
+    pub(super) lean: Api<LeanBoxTable>,
     pub(super) namespace: String,
     pub(super) name: String,
     pub(super) written: Option<BoxTableStatus>,
@@ -98,12 +101,13 @@ fn waiting_observation(holder: Option<Holder>, waited: Duration) -> Observed {
 }
 
 impl<'a> InFlight<'a> {
-    pub(super) fn new(bt: &'a BoxTable, ctx: &'a Context, api: &'a Api<BoxTable>) -> Self {
+    pub(super) fn new(bt: &'a BoxTable, ctx: &'a Context) -> Self {
+        let namespace = bt.namespace().unwrap_or_default();
         Self {
             bt,
             ctx,
-            api,
-            namespace: bt.namespace().unwrap_or_default(),
+            lean: Api::namespaced(ctx.client.clone(), &namespace),
+            namespace,
             name: bt.name_any(),
             written: ctx.own_writes.status_of(bt),
             started: Instant::now(),
@@ -136,7 +140,7 @@ impl<'a> InFlight<'a> {
             "kind": crate::crd::KIND,
             "status": desired,
         });
-        self.api
+        self.lean
             .patch_status(
                 &self.name,
                 &PatchParams::apply(FIELD_MANAGER).force(),
