@@ -31,10 +31,10 @@ pub fn prune<K: ResourceExt>(object: &mut K) {
 }
 
 /// The controller's watch of BoxTables, as `Controller::new` builds it but with every object read
-/// without its field ownership ([`LeanBoxTable`]) and pruned before it is stored in `writer`'s store, and each event handed to `observe` once the
-/// store has taken it in (deletions among them, which the controller itself never sees): the
-/// stream of objects applied to the store (the controller's trigger; retried with the
-/// controller's own backoff).
+/// without its field ownership ([`LeanBoxTable`]) and pruned before it is stored in `writer`'s
+/// store, and each event handed to `observe` once the store has taken it in (deletions among
+/// them, which the controller itself never sees): the stream of objects applied to the store (the
+/// controller's trigger; retried with the controller's own backoff).
 pub fn boxtables(
     api: Api<LeanBoxTable>,
     writer: Writer<BoxTable>,

@@ -46,13 +46,13 @@ impl OwnWrites {
     /// The status a pass that starts from `bt` should compare with: the one this process wrote
     /// last while the cache still holds the version that write started from, else `bt`'s own.
     pub(crate) fn status_of(&self, bt: &BoxTable) -> Option<BoxTableStatus> {
-        let behind = bt.uid().and_then(|uid| {
+        let behind = bt.metadata.uid.as_deref().and_then(|uid| {
             let mut writes = self.0.lock().ok()?;
-            let written = writes.get(&uid)?;
-            if bt.resource_version().as_deref() == Some(written.from.as_str()) {
+            let written = writes.get(uid)?;
+            if bt.metadata.resource_version.as_deref() == Some(written.from.as_str()) {
                 return Some(written.status.clone());
             }
-            writes.remove(&uid);
+            writes.remove(uid);
             None
         });
         behind.or_else(|| bt.status.clone())
@@ -61,15 +61,18 @@ impl OwnWrites {
     /// The cache took in `bt`: its entry goes once the cache holds another version than the
     /// one its write started from.
     pub(crate) fn seen(&self, bt: &BoxTable) {
-        let Some(uid) = bt.uid() else {
+        // Every watch event comes here: no allocation, and nothing to look up while no write is
+        // waiting to be seen (nearly always).
+        let Some(uid) = bt.metadata.uid.as_deref() else {
             return;
         };
         if let Ok(mut writes) = self.0.lock()
+            && !writes.is_empty()
             && writes
-                .get(&uid)
-                .is_some_and(|w| bt.resource_version().as_deref() != Some(w.from.as_str()))
+                .get(uid)
+                .is_some_and(|w| bt.metadata.resource_version.as_deref() != Some(w.from.as_str()))
         {
-            writes.remove(&uid);
+            writes.remove(uid);
         }
     }
 
