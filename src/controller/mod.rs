@@ -355,6 +355,7 @@ impl Shared<'_> {
         }
         let mapper = SecretMapper {
             store: store.clone(),
+            secrets: reader.clone(),
             holds: holds.clone(),
             schedule: schedule.clone(),
             orphans: Arc::new(secret_orphans::Orphans::new(client.clone())),
@@ -421,6 +422,7 @@ fn ready_when_synced(readiness: Readiness, store: Store<BoxTable>) {
 /// Which BoxTables a Secret's change concerns.
 struct SecretMapper {
     store: Store<BoxTable>,
+    secrets: Arc<secrets::SecretReader>,
     holds: Arc<secret_guard::Holds>,
     schedule: Arc<schedule::Schedule>,
     orphans: Arc<secret_orphans::Orphans>,
@@ -456,11 +458,19 @@ impl SecretMapper {
             })
             .collect();
         if !readers.is_empty() {
-            let seen = self.schedule.secret_seen(
-                ns.as_deref().unwrap_or_default(),
-                &name,
-                secret.resource_version().as_deref().unwrap_or_default(),
-            );
+            let namespace = ns.as_deref().unwrap_or_default();
+            let version = secret.resource_version().unwrap_or_default();
+            let seen = match self.schedule.secret_seen(namespace, &name, &version) {
+                // The watch's first sight of a Secret that a pass here has read already (the
+                // watch was slower than the pass, or the Secret changed between the pass's read
+                // and its event): the version read says whether this one is new to the pass.
+                schedule::SecretSeen::First => match self.secrets.version_read(namespace, &name) {
+                    Some(read) if read == version => schedule::SecretSeen::Same,
+                    Some(_) => schedule::SecretSeen::Changed,
+                    None => schedule::SecretSeen::First,
+                },
+                seen => seen,
+            };
             for bt in &readers {
                 self.schedule
                     .secret_changed(&bt.uid().unwrap_or_default(), seen);

@@ -174,7 +174,11 @@ async fn due(
 
 /// Retry timing for failed passes: exponential backoff with jitter per object.
 pub fn error_policy(bt: Arc<BoxTable>, error: &ReconcileError, ctx: Arc<Context>) -> Action {
-    let delay = ctx.backoff.on_failure(&bt.uid().unwrap_or_default());
+    let uid = bt.uid().unwrap_or_default();
+    let delay = ctx.backoff.on_failure(&uid);
+    // The retry is due after `delay` whatever the pass before recorded: what made this pass due
+    // may be gone (a Secret change is told once, and this pass took it).
+    ctx.schedule.record(&uid, &Trigger::of(&bt), delay);
     // Not kept for an object that went while its pass ran.
     ctx.memory.settle(&bt);
     tracing::warn!(

@@ -2,10 +2,11 @@
 //! writes do not start another pass (which, for a contended lock, would wait all over again).
 //!
 //! A pass runs when the object is new, its [`Trigger`] changed (generation, deletion, the
-//! drop-consent annotation, the reconcile-request annotation), its Secret changed, or its requeue time has come; any other trigger
-//! (above all the watch event of the operator's own status write) is answered with "come back at
-//! the due time". So a deletion that cannot finish makes one pass per backoff step, not one per
-//! status write.
+//! drop-consent annotation, the reconcile-request annotation), its Secret changed, or its requeue
+//! time has come (the resync, or the backoff of a pass that failed, whatever made that pass due);
+//! any other trigger (above all the watch event of the operator's own status write) is answered
+//! with "come back at the due time". So a deletion that cannot finish makes one pass per backoff
+//! step, not one per status write.
 //!
 //! An object this process has not yet passed that is already current (Ready at its target for
 //! its generation, finalizer in step, not deleting) is not due at once: its first pass, the
@@ -17,7 +18,8 @@
 //!
 //! A Secret event counts as a change only when it carries a resourceVersion this process has not
 //! seen for that Secret; the first sight of a Secret (the watch's initial list) is no change for
-//! an object that has not had a pass here yet (that first pass reads the Secret anyway).
+//! an object that has not had a pass here yet (that first pass reads the Secret anyway), and is
+//! compared with the version a pass read when one has (the controller's Secret mapper does that).
 //!
 //! Objects whose finalizer the operator has let go are remembered until the cache sees them go
 //! (at most for a while), so that a trigger still queued for them does not run the drop again.

@@ -224,6 +224,15 @@ impl SecretReader {
         known.read.push((database.clone(), Arc::clone(secret)));
     }
 
+    /// The resourceVersion of Secret `namespace/name` when a pass last read it, while what was
+    /// read is kept.
+    pub(super) fn version_read(&self, namespace: &str, name: &str) -> Option<String> {
+        let read = self.read.lock().ok()?;
+        read.get(&(namespace.to_owned(), name.to_owned()))?
+            .resource_version
+            .clone()
+    }
+
     /// Forgets what was read from Secret `namespace/name` (deleted, or referenced no more).
     pub(super) fn forget(&self, namespace: &str, name: &str) {
         if let Ok(mut read) = self.read.lock() {

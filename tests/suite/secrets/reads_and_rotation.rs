@@ -3,8 +3,9 @@
 //! resourceVersion and never a GET (a resync of an unchanged Secret reads nothing, a rotated one
 //! is read again at once), `--secret-label-selector` sent to the API server with every read (a
 //! referenced Secret without the labels is Stalled, saying so, and its data never sent), and
-//! conflicts between BoxTables found across Secrets that name the same database, and a rotation
-//! that arrives while every worker is busy acted on when one frees.
+//! conflicts between BoxTables found across Secrets that name the same database, a rotation that
+//! arrives while every worker is busy acted on when one frees, and one whose pass fails on the
+//! API retried.
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::PostParams;
@@ -14,7 +15,7 @@ use crate::support;
 use crate::support::Sql;
 use crate::support::black_hole::BlackHole;
 use crate::support::controller::*;
-use crate::support::fault_proxy::Seen;
+use crate::support::fault_proxy::{Rule, Seen};
 use boxtable_operator::crd::{
     ChannelBindingParameter, ConnectionKeys, ConnectionParameters, SslModeParameter,
 };
@@ -215,6 +216,68 @@ async fn a_rotated_secret_is_noticed_by_the_metadata_watch_and_read_again() {
     rotate(&h, &h.db.url.clone()).await;
     h.wait_ready("orders").await;
     assert_eq!(h.secret_reads(SECRET), 3);
+}
+
+/// How long the first pass's Event is held, so that a rotation lands while that pass is still
+/// running (its Secret read and its status write done).
+const EVENT_HELD: std::time::Duration = std::time::Duration::from_secs(10);
+
+#[tokio::test]
+async fn a_rotation_while_the_first_pass_finishes_is_acted_on_when_it_ends() {
+    // The watch shows the Secret with a reader for the first time only once it is rotated, while
+    // the pass that read the old version is still running: that is a change to what the pass
+    // read, not the first sight of a Secret (which a first pass reads anyway).
+    let h = Harness::builder().resync(NO_RESYNC).faults().start().await;
+    let held = h.api.add(
+        Rule::stall(EVENT_HELD)
+            .method("POST")
+            .path_contains("/events")
+            .times(1),
+    );
+    h.apply_ready(boxtable("orders")).await;
+    wait_until("the first pass's Event held", || async { held.hits() == 1 }).await;
+
+    rotate(&h, &wrong_password(&h)).await;
+    wait_until("the rotation in the operator's watch", || async {
+        h.logs()
+            .lines()
+            .filter(|l| l.contains("secret changed") && l.contains(SECRET))
+            .count()
+            >= 2
+    })
+    .await;
+    assert_eq!(
+        h.reconciles(),
+        0,
+        "the rotation reached the operator while its first pass still held its Event"
+    );
+    h.wait_stalled("orders", "AuthenticationFailed").await;
+    assert_eq!(h.secret_reads(SECRET), 2, "the rotated Secret was read");
+}
+
+#[tokio::test]
+async fn a_rotation_whose_pass_fails_on_the_api_is_retried_before_the_resync() {
+    // A Secret change is told to the schedule once, and the pass it starts takes it. When that
+    // pass fails on the API (its status write answered 500, which the client does not retry by
+    // itself as it does 429, 503 and 504), the retry must still run: no resync comes here to do
+    // it instead.
+    let h = Harness::builder().resync(NO_RESYNC).faults().start().await;
+    h.apply_ready(boxtable("orders")).await;
+    wait_until("the first pass to end", || async { h.reconciles() >= 1 }).await;
+
+    let failed = h.api.add(
+        Rule::status(500)
+            .method("PATCH")
+            .path_contains("/boxtables/orders/status")
+            .times(1),
+    );
+    rotate(&h, &wrong_password(&h)).await;
+    h.wait_stalled("orders", "AuthenticationFailed").await;
+    assert_eq!(
+        failed.hits(),
+        1,
+        "the pass that took the rotation failed its status write"
+    );
 }
 
 /// The harness's `--concurrency`.
