@@ -403,13 +403,18 @@ def new_boxtables(args, api, prefix, count):
         status, payload = api.call("POST", BOXTABLES, bt)
         expect(status, payload, (201,), f"POST {name}")
     deadline = time.monotonic() + args.timeout
-    while len(watch.ready_at) < count and time.monotonic() < deadline and watch.error is None:
+
+    def ready():
+        # The watch sees every BoxTable's status writes, older ones' too: count only these.
+        return sum(1 for n in posted if n in watch.ready_at)
+
+    while ready() < count and time.monotonic() < deadline and watch.error is None:
         time.sleep(0.1)
     watch.stop.set()
     if watch.error:
         sys.exit(f"scale: {watch.error}")
-    if len(watch.ready_at) < count:
-        sys.exit(f"scale: only {len(watch.ready_at)}/{count} new BoxTables Ready after {args.timeout:.0f}s")
+    if ready() < count:
+        sys.exit(f"scale: only {ready()}/{count} new BoxTables Ready after {args.timeout:.0f}s")
     waits = [watch.ready_at[n] - posted[n] for n in posted]
     return {"count": count, "gap_seconds": args.new_gap, "p50": percentile(waits, 50),
             "p95": percentile(waits, 95), "max": max(waits), "first_ten": [round(w, 2) for w in waits[:10]]}

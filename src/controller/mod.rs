@@ -48,6 +48,14 @@ pub use error::ReconcileError;
 /// How often readiness asks whether the BoxTable cache has synced.
 const READINESS_POLL: Duration = Duration::from_millis(250);
 
+/// Reconciles in flight in one scope beyond the passes on workers. A reconcile that finds its
+/// object not due, or queues it for a worker, ends when first polled, so a few dozen slots drain
+/// the burst after a start (every object triggered at once) as fast as unlimited ones. Without a
+/// limit, kube-runtime's table of reconciles in flight grew to the whole fleet in that burst
+/// and kept that size (hash tables do not shrink): 8.8 MiB of a 19.1 MiB heap peak at 10,000
+/// BoxTables, by heaptrack (BENCHMARKS.md).
+const RECONCILE_SLOTS_BEYOND_WORKERS: u16 = 64;
+
 /// How the controller runs.
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -385,11 +393,17 @@ impl Shared<'_> {
         let run = controller
             .watches_stream(secret_events, move |secret| mapper.boxtables_of(&secret))
             .reconcile_on(futures::stream::poll_fn(move |cx| requeued.poll_recv(cx)))
-            // No limit here: a pass without one of `workers` (which limits them in all scopes
-            // together and shares them out between namespaces) is queued there and its reconcile
-            // ends, so only passes that run and reconciles that are about to be queued are in
-            // flight.
-            .with_config(controller::Config::default().concurrency(0))
+            // `workers` limits the passes (in all scopes together, shared out between
+            // namespaces); a reconcile without one queues its object there and ends. So this
+            // limit only needs room for every pass plus the reconciles that end at once (see
+            // `RECONCILE_SLOTS_BEYOND_WORKERS`).
+            .with_config(
+                controller::Config::default().concurrency(
+                    settings
+                        .concurrency
+                        .saturating_add(RECONCILE_SLOTS_BEYOND_WORKERS),
+                ),
+            )
             .graceful_shutdown_on(async move { graceful.cancelled().await })
             .run(reconcile::reconcile, reconcile::error_policy, ctx)
             .for_each(|result| async move { wording::log_result(result) });
