@@ -3,9 +3,9 @@
 //! resourceVersion and never a GET (a resync of an unchanged Secret reads nothing, a rotated one
 //! is read again at once), `--secret-label-selector` sent to the API server with every read (a
 //! referenced Secret without the labels is Stalled, saying so, and its data never sent), and
-//! conflicts between BoxTables found across Secrets that name the same database, a rotation that
-//! arrives while every worker is busy acted on when one frees, and one whose pass fails on the
-//! API retried.
+//! conflicts between BoxTables found across Secrets that name the same database, and a rotation
+//! acted on however it falls: while the first pass that read the Secret still runs, while every
+//! worker is busy (when one frees), or when the pass it starts fails on the API (by the retry).
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::PostParams;
