@@ -301,6 +301,25 @@ def audit_between(args, start, end):
     return by
 
 
+def status_write_objects(args, start, end):
+    """The operator's status writes between two offsets of the audit log, by object name."""
+    names = {}
+    with open(args.audit_log, "rb") as f:
+        f.seek(start)
+        data = f.read(end - start)
+    for line in data.splitlines():
+        try:
+            e = json.loads(line)
+        except ValueError:
+            continue
+        ref = e.get("objectRef") or {}
+        if ((e.get("user") or {}).get("username") != args.operator_user or ref.get("subresource") != "status"
+                or e.get("verb") not in ("patch", "update")):
+            continue
+        names[ref.get("name", "?")] = names.get(ref.get("name", "?"), 0) + 1
+    return names
+
+
 def status_writes(by):
     return sum(n for k, n in by.items() if k.split(" ")[0] in ("patch", "update") and k.endswith("/status"))
 
@@ -849,12 +868,18 @@ def main():
     out["resync_requests"] = sum(by.values())
     out["resync_request_rate"] = audit_rates(args, audit_start, audit_end)
     out["resync_status_writes"] = status_writes(by)
+    # Each BoxTable created during the resync owes one status write; list every other one by name.
+    written = status_write_objects(args, audit_start, audit_end)
+    created = lambda name: name.split("-", 1)[-1].startswith("r")
+    out["resync_status_writes_beyond_new"] = {
+        n: c - created(n) for n, c in written.items() if c - created(n) > 0}
     out["resync_sessions_opened"] = sessions(args) - sessions_before
     sys.stderr.write(
         f"  no-op resync (restart): {passes:.0f} passes in {out['resync_seconds']:.1f}s from process start, "
         f"{out['resync_status_writes']} status writes, {out['resync_sessions_opened']} sessions, "
         f"peak RSS {out['resync_peak_rss_kib'] / 1024:.1f} MiB, requests {json.dumps(out['resync_request_rate'])}\n"
-        f"  {json.dumps(out['resync_figures'])}\n  by verb: {json.dumps(by, sort_keys=True)}\n")
+        f"  {json.dumps(out['resync_figures'])}\n  by verb: {json.dumps(by, sort_keys=True)}\n"
+        f"  status writes beyond one per new BoxTable: {json.dumps(out['resync_status_writes_beyond_new'])}\n")
 
     # ---- the floor: the same API writes and the same DDL, with no operator
     if args.ddl_template:

@@ -140,6 +140,12 @@ impl Stopped {
         }
     }
 
+    /// Whether the pass was stopped before it changed anything (waiting for a session, reading,
+    /// or waiting for the lock), as opposed to rolled back.
+    pub(super) fn changed_nothing(&self) -> bool {
+        !matches!(self, Stopped::RolledBack)
+    }
+
     /// What happened, for the log line (`the migration`, `the drop` as `what`).
     pub(super) fn log_line(&self, what: &str) -> String {
         match self {

@@ -88,6 +88,8 @@ pub(super) struct InFlight<'a> {
     pub(super) namespace: String,
     pub(super) name: String,
     pub(super) written: Option<BoxTableStatus>,
+    /// Whether this pass has written a status yet.
+    pub(super) wrote: bool,
     pub(super) started: Instant,
 }
 
@@ -110,6 +112,7 @@ impl<'a> InFlight<'a> {
             namespace,
             name: bt.name_any(),
             written: ctx.own_writes.status_of(bt),
+            wrote: false,
             started: Instant::now(),
         }
     }
@@ -156,6 +159,7 @@ impl<'a> InFlight<'a> {
         let transitions = events::transitions(self.written.as_ref(), &desired);
         events::publish(&self.ctx.events, self.bt, transitions).await;
         self.written = Some(desired);
+        self.wrote = true;
         Ok(())
     }
 
@@ -243,7 +247,16 @@ impl<'a> InFlight<'a> {
     /// lock as it stood before this pass, so no `Waiting` and no holder), and how far `what` (`the
     /// migration`, `the drop`) had got, so the status never claims a wait that has ended, nor a
     /// rollback after a wait. Failures are logged: the process is stopping.
+    ///
+    /// Except for the periodic check of a current object (Ready at its target) stopped before it
+    /// changed or wrote anything: the status it started from is still all that is known, so it is
+    /// left as it is, and the next leader checks again. Writing `Cancelled` there would turn Ready
+    /// False on healthy BoxTables at every rollout of the operator.
     pub(super) async fn interrupted(&mut self, plan: &Plan, what: &str, stopped: &Stopped) {
+        if !self.wrote && stopped.changed_nothing() && super::schedule::is_current(self.bt) {
+            tracing::debug!(table = %plan.table(), "a check of a current table stopped by shutdown before it found anything: status left as it was");
+            return;
+        }
         if let Some(written) = &mut self.written {
             written.lock = self.bt.status.as_ref().and_then(|s| s.lock.clone());
         }

@@ -417,6 +417,44 @@ async fn a_no_op_resync_does_not_rewrite_the_status() {
     );
 }
 
+/// A rollout of the operator stops whatever periodic checks the old leader has in flight. A check
+/// of a Ready table stopped before it found anything leaves the status as it was: writing
+/// `Cancelled` would turn Ready False on healthy BoxTables at every rollout (and make the next
+/// leader's restart resync write each of them back).
+#[tokio::test]
+async fn shutdown_during_a_check_of_a_ready_table_leaves_its_status_alone() {
+    let mut h = Harness::start().await;
+    let ready = h.apply_ready(boxtable("orders")).await;
+    // The next periodic check's read before the lock queues behind this transaction.
+    let blocker = h.sql().await;
+    blocker
+        .batch("BEGIN; LOCK TABLE public.\"__BrighterMigrationHistory\" IN ACCESS EXCLUSIVE MODE")
+        .await;
+    wait_until("the periodic check to wait for the table lock", || async {
+        h.sql()
+            .await
+            .value::<i64>(
+                "SELECT count(*) FROM pg_stat_activity \
+                 WHERE application_name LIKE 'boxtable-operator/%' AND wait_event_type = 'Lock'",
+                &[],
+            )
+            .await
+            > 0
+    })
+    .await;
+
+    h.stop().await;
+
+    let after = h.get("orders").await;
+    assert_eq!(
+        after.metadata.resource_version, ready.metadata.resource_version,
+        "the status was rewritten: {:?} became {:?}",
+        ready.status, after.status
+    );
+    assert!(has(after.status.as_ref().unwrap(), "Ready", "True"));
+    blocker.batch("ROLLBACK").await;
+}
+
 #[tokio::test]
 async fn shutdown_abandons_a_lock_wait_promptly_and_leaves_no_session_behind() {
     let (mut h, _holder) = orders_behind_an_applications_lock("30s").await;

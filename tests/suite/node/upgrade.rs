@@ -59,9 +59,10 @@ const UPGRADED_ARGS: [&str; 1] = ["--resync-interval=20s"];
 const ONE_TIME_CHANGES: &[(&str, &str)] = &[];
 
 /// States (the Ready condition's status and reason) a BoxTable may pass through while the
-/// operator's Pods are replaced, besides its Ready one: a pass the old leader had in flight when
-/// it was stopped writes `Cancelled` ("stopped by an operator shutdown ...; nothing was
-/// changed", README, "On SIGTERM"), and the new leader's pass makes it Ready again.
+/// operator's Pods are replaced, besides its Ready one: a check the old leader ([`PREVIOUS`],
+/// which still did so) had in flight when it was stopped writes `Cancelled` ("stopped by an
+/// operator shutdown ...; nothing was changed"), and the new leader's pass makes it Ready again.
+/// This release leaves a Ready BoxTable's status alone then (README, "On SIGTERM").
 const TRANSIENT: &[(&str, &str)] = &[("False", "Cancelled")];
 
 /// The older release, built and loaded into the node once per run.
