@@ -268,17 +268,6 @@ async fn apply(bt: &BoxTable, ctx: &Context, worker: &Worker) -> Result<Action, 
         let observed = pass::run(&ctx.sessions, &target, &plan, pass::Observe, waits.token())
             .await
             .unwrap_or_else(|error| pass::failure(&error));
-        if matches!(
-            observed,
-            Observed::Failed {
-                reason: Reason::Cancelled,
-                ..
-            }
-        ) {
-            // Stopped by shutdown waiting for a session: an observation changes nothing, so the
-            // status it started from stands, and the next leader observes again.
-            return Ok(Action::await_change());
-        }
         if matches!(observed, Observed::Failed { .. })
             && let Some(cut) = waits.cut()
         {
