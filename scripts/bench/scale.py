@@ -279,9 +279,8 @@ def audit_size(args):
     return os.path.getsize(args.audit_log)
 
 
-def audit_between(args, start, end):
-    """The operator's requests between two offsets of the audit log, by verb and resource."""
-    by = {}
+def operator_events(args, start, end):
+    """The operator's audit events between two offsets of the audit log."""
     with open(args.audit_log, "rb") as f:
         f.seek(start)
         data = f.read(end - start)
@@ -290,8 +289,14 @@ def audit_between(args, start, end):
             e = json.loads(line)
         except ValueError:
             continue
-        if (e.get("user") or {}).get("username") != args.operator_user:
-            continue
+        if (e.get("user") or {}).get("username") == args.operator_user:
+            yield e
+
+
+def audit_between(args, start, end):
+    """The operator's requests between two offsets of the audit log, by verb and resource."""
+    by = {}
+    for e in operator_events(args, start, end):
         ref = e.get("objectRef") or {}
         what = ref.get("resource", e.get("requestURI", "?"))
         if ref.get("subresource"):
@@ -304,19 +309,10 @@ def audit_between(args, start, end):
 def status_write_objects(args, start, end):
     """The operator's status writes between two offsets of the audit log, by object name."""
     names = {}
-    with open(args.audit_log, "rb") as f:
-        f.seek(start)
-        data = f.read(end - start)
-    for line in data.splitlines():
-        try:
-            e = json.loads(line)
-        except ValueError:
-            continue
+    for e in operator_events(args, start, end):
         ref = e.get("objectRef") or {}
-        if ((e.get("user") or {}).get("username") != args.operator_user or ref.get("subresource") != "status"
-                or e.get("verb") not in ("patch", "update")):
-            continue
-        names[ref.get("name", "?")] = names.get(ref.get("name", "?"), 0) + 1
+        if ref.get("subresource") == "status" and e.get("verb") in ("patch", "update"):
+            names[ref.get("name", "?")] = names.get(ref.get("name", "?"), 0) + 1
     return names
 
 
@@ -339,15 +335,8 @@ def audit_rates(args, start, end):
     """The operator's peak requests per second and per 10 s between two offsets of the audit log
     (by requestReceivedTimestamp), and how many seconds they spread over."""
     per_second = {}
-    with open(args.audit_log, "rb") as f:
-        f.seek(start)
-        data = f.read(end - start)
-    for line in data.splitlines():
-        try:
-            e = json.loads(line)
-        except ValueError:
-            continue
-        if (e.get("user") or {}).get("username") != args.operator_user or e.get("stage") != "ResponseComplete":
+    for e in operator_events(args, start, end):
+        if e.get("stage") != "ResponseComplete":
             continue
         second = (e.get("requestReceivedTimestamp") or "")[:19]
         per_second[second] = per_second.get(second, 0) + 1
