@@ -455,6 +455,31 @@ async fn shutdown_during_a_check_of_a_ready_table_leaves_its_status_alone() {
     blocker.batch("ROLLBACK").await;
 }
 
+/// The exception above is only for a check that found nothing: one of a Ready table that went to
+/// the locked path (here its ownership record is gone) and wrote `Waiting` says `Cancelled` when
+/// stopped, so the status never claims a wait nobody is doing.
+#[tokio::test]
+async fn shutdown_during_a_check_that_waits_for_the_lock_says_cancelled() {
+    let mut h = Harness::start().await;
+    h.apply_ready(boxtable("orders")).await;
+    let _holder = h.hold_lock("orders-api", "public", "outbox").await;
+    h.sql()
+        .await
+        .batch("COMMENT ON TABLE public.outbox IS NULL")
+        .await;
+    h.wait_for_lock("orders", LockState::Waiting).await;
+
+    h.stop().await;
+
+    let after = h.status("orders").await;
+    assert_ne!(
+        after.lock.as_ref().map(|l| l.state),
+        Some(LockState::Waiting),
+        "the status claims a wait after the operator stopped: {after:?}"
+    );
+    assert_eq!(reason(&after), "Cancelled", "{after:?}");
+}
+
 #[tokio::test]
 async fn shutdown_abandons_a_lock_wait_promptly_and_leaves_no_session_behind() {
     let (mut h, _holder) = orders_behind_an_applications_lock("30s").await;
