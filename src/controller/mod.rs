@@ -52,7 +52,7 @@ const READINESS_POLL: Duration = Duration::from_millis(250);
 /// object not due, or queues it for a worker, ends when first polled, so a few dozen slots drain
 /// the burst after a start (every object triggered at once) as fast as unlimited ones. Without a
 /// limit, kube-runtime's table of reconciles in flight grew to the whole fleet in that burst
-/// and kept that size (hash tables do not shrink): 8.8 MiB of a 19.1 MiB heap peak at 10,000
+/// and kept that size (hash tables do not shrink): 8.8 MiB of a 51.6 MiB heap peak at 10,000
 /// BoxTables, by heaptrack (BENCHMARKS.md).
 const RECONCILE_SLOTS_BEYOND_WORKERS: u16 = 64;
 

@@ -89,7 +89,7 @@ pub(super) struct InFlight<'a> {
     pub(super) name: String,
     pub(super) written: Option<BoxTableStatus>,
     /// Whether this pass has written a status yet.
-    pub(super) wrote: bool,
+    wrote: bool,
     pub(super) started: Instant,
 }
 

@@ -431,15 +431,7 @@ async fn shutdown_during_a_check_of_a_ready_table_leaves_its_status_alone() {
         .batch("BEGIN; LOCK TABLE public.\"__BrighterMigrationHistory\" IN ACCESS EXCLUSIVE MODE")
         .await;
     wait_until("the periodic check to wait for the table lock", || async {
-        h.sql()
-            .await
-            .value::<i64>(
-                "SELECT count(*) FROM pg_stat_activity \
-                 WHERE application_name LIKE 'boxtable-operator/%' AND wait_event_type = 'Lock'",
-                &[],
-            )
-            .await
-            > 0
+        h.operator_backends_waiting_for_a_lock().await > 0
     })
     .await;
 

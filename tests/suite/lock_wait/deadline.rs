@@ -20,18 +20,6 @@ fn deadline_exceeded(bt: &BoxTable) -> bool {
         .is_some_and(|s| reason(s) == "DeadlineExceeded")
 }
 
-/// The operator's sessions whose backend waits for a table lock.
-async fn operator_backends_waiting_for_a_lock(h: &Harness) -> i64 {
-    h.sql()
-        .await
-        .value(
-            "SELECT count(*) FROM pg_stat_activity \
-             WHERE application_name LIKE 'boxtable-operator/%' AND wait_event_type = 'Lock'",
-            &[],
-        )
-        .await
-}
-
 /// Checks the Ready message and the Warning event of a `DeadlineExceeded` BoxTable.
 async fn assert_reported(h: &Harness, bt: &BoxTable, must_say: &[&str], password: &str) {
     let status = bt.status.clone().unwrap();
@@ -106,7 +94,7 @@ async fn a_read_stuck_behind_a_table_lock_is_cancelled_on_the_server_at_the_dead
     h.annotate("orders", RECONCILE_REQUESTED_ANNOTATION, "stuck-read")
         .await;
     wait_until("the operator's read to wait for the table lock", || async {
-        operator_backends_waiting_for_a_lock(&h).await > 0
+        h.operator_backends_waiting_for_a_lock().await > 0
     })
     .await;
     let bt = h
@@ -122,7 +110,7 @@ async fn a_read_stuck_behind_a_table_lock_is_cancelled_on_the_server_at_the_dead
     // Cancelled on the server, not just abandoned: no backend of the operator still queues for
     // the lock (one that did would block every later reader of the table behind it).
     let cancelled = Instant::now();
-    while operator_backends_waiting_for_a_lock(&h).await > 0 {
+    while h.operator_backends_waiting_for_a_lock().await > 0 {
         assert!(
             cancelled.elapsed() < Duration::from_secs(5),
             "the operator's read still waits for the table lock on the server"

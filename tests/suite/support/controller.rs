@@ -714,6 +714,18 @@ impl Harness {
             .await
     }
 
+    /// The operator's sessions whose backend waits for a table lock.
+    pub async fn operator_backends_waiting_for_a_lock(&self) -> i64 {
+        self.sql()
+            .await
+            .value(
+                "SELECT count(*) FROM pg_stat_activity \
+                 WHERE application_name LIKE 'boxtable-operator/%' AND wait_event_type = 'Lock'",
+                &[],
+            )
+            .await
+    }
+
     /// A session named `application_name` holding Brighter's lock for `schema.table`, as a
     /// running Brighter application would; drop it (or call `release`) to let go.
     pub async fn hold_lock(&self, application_name: &str, schema: &str, table: &str) -> LockHolder {
