@@ -21,7 +21,9 @@ pub struct DatabaseSpec {
     /// (`secretRef.keys`), which carry no parameters of their own, for example
     /// `{sslmode: require, channel_binding: require}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub parameters: Option<ConnectionParameters>,
+    // Boxed: most BoxTables never set it, and the watch cache keeps every BoxTable (see
+    // benches/cache_footprint.rs).
+    pub parameters: Option<Box<ConnectionParameters>>,
 }
 
 /// The libpq parameters a connection made of separate Secret keys may set (the parts themselves,
@@ -229,7 +231,9 @@ pub struct SecretKeyRef {
     /// holding that part (`keys: {}` takes the defaults; Crossplane: `{host: endpoint, user:
     /// username}`). Other settings go in `spec.database.parameters`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub keys: Option<ConnectionKeys>,
+    // Boxed: most BoxTables never set it, and the watch cache keeps every BoxTable (see
+    // benches/cache_footprint.rs).
+    pub keys: Option<Box<ConnectionKeys>>,
 }
 
 impl SecretKeyRef {

@@ -200,7 +200,9 @@ pub struct BoxTableSpec {
     /// applications, and run. Unset: a table lock is waited for at most 10s, and the role's or
     /// server's `statement_timeout` applies.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ddl: Option<DdlSpec>,
+    // Boxed: most BoxTables never set it, and the watch cache keeps every BoxTable (see
+    // benches/cache_footprint.rs).
+    pub ddl: Option<Box<DdlSpec>>,
 
     /// The schema version to reach: 1 to 8 for an Outbox, 1 to 2 for an Inbox; default the latest
     /// the operator knows (outbox 8, inbox 2). Set it to the version the application's Brighter

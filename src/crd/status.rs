@@ -101,7 +101,9 @@ pub struct BoxTableStatus {
     /// table changed in between, the run re-plans and says so (event `Replanned`, and the Ready
     /// message). Absent when not suspended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pending: Option<PendingPlan>,
+    // Boxed: most BoxTables never set it, and the watch cache keeps every BoxTable (see
+    // benches/cache_footprint.rs).
+    pub pending: Option<Box<PendingPlan>>,
     /// kstatus conditions `Ready`, `Reconciling`, `Stalled`, and the detail condition `Drifted`
     /// (True when the table's columns, types, nullability, keys or replay index no longer match
     /// the shape of its recorded version; reported only, never repaired, and Ready is unaffected;
@@ -143,7 +145,9 @@ pub struct LockStatus {
     pub last_released_time: Option<Time>,
     /// While waiting and after a timeout: the session holding the lock.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub holder: Option<LockHolder>,
+    // Boxed: most BoxTables never set it, and the watch cache keeps every BoxTable (see
+    // benches/cache_footprint.rs).
+    pub holder: Option<Box<LockHolder>>,
 }
 
 /// The `pg_locks` columns that identify an advisory lock taken with one bigint key.

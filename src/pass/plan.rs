@@ -168,10 +168,10 @@ mod tests {
             self
         }
         fn ddl(mut self, lock_timeout: Option<&str>, statement_timeout: Option<&str>) -> Self {
-            self.0.ddl = Some(DdlSpec {
+            self.0.ddl = Some(Box::new(DdlSpec {
                 lock_timeout: lock_timeout.map(str::to_owned),
                 statement_timeout: statement_timeout.map(str::to_owned),
-            });
+            }));
             self
         }
         fn plan(&self) -> Result<Plan, PlanError> {

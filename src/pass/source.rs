@@ -116,7 +116,7 @@ pub fn connection(secret: &Secret, database: &DatabaseSpec) -> Result<Connection
     };
     let secret_ref = &database.secret_ref;
     let settings = match &secret_ref.keys {
-        Some(keys) => reader.parts(keys, database.parameters.as_ref())?,
+        Some(keys) => reader.parts(keys, database.parameters.as_deref())?,
         None if database.parameters.is_some() => {
             return Err(SourceError::ParametersWithConnectionString);
         }
@@ -297,9 +297,9 @@ mod tests {
             secret_ref: SecretKeyRef {
                 name: "db".to_owned(),
                 key: None,
-                keys: Some(ConnectionKeys::default()),
+                keys: Some(Box::new(ConnectionKeys::default())),
             },
-            parameters,
+            parameters: parameters.map(Box::new),
         }
     }
 

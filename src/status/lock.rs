@@ -139,7 +139,7 @@ pub(super) fn observed_lock(
             .released_at
             .map(time)
             .or_else(|| previous.and_then(|p| p.last_released_time.clone())),
-        holder: obs.holder.as_ref().map(holder_status),
+        holder: obs.holder.as_ref().map(|h| Box::new(holder_status(h))),
         ..identity_lock(plan, obs.state)
     }
 }

@@ -125,7 +125,7 @@ pub fn desired_status(
         Observed::Suspended {
             would: Some(decision),
             ..
-        } => plan.map(|p| pending_plan(p, *decision)),
+        } => plan.map(|p| Box::new(pending_plan(p, *decision))),
         Observed::Waiting(_) | Observed::Migrating(_) => prev.pending.clone(),
         _ => None,
     };
@@ -153,7 +153,7 @@ pub fn desired_status(
         generation,
         plan,
         shown: &shown,
-        pending: pending.as_ref(),
+        pending: pending.as_deref(),
     }
     .verdict(observed, &mut carried);
     let Carried {

@@ -63,9 +63,9 @@ fn keys_spec(parameters: ConnectionParameters) -> DatabaseSpec {
         secret_ref: SecretKeyRef {
             name: "db".to_owned(),
             key: None,
-            keys: Some(ConnectionKeys::default()),
+            keys: Some(Box::new(ConnectionKeys::default())),
         },
-        parameters: Some(parameters),
+        parameters: Some(Box::new(parameters)),
     }
 }
 

@@ -89,7 +89,7 @@ fn settings_connections_pool_keys_and_secrets_never_show_a_password_or_key() {
         secret_ref: SecretKeyRef {
             name: "db".to_owned(),
             key: None,
-            keys: Some(ConnectionKeys::default()),
+            keys: Some(Box::new(ConnectionKeys::default())),
         },
         parameters: None,
     };

@@ -92,8 +92,8 @@ impl BoxTableBuilder {
 
     /// Reads the connection from the Secret's separate `keys`, with `parameters`.
     pub fn separate_keys(mut self, keys: ConnectionKeys, parameters: ConnectionParameters) -> Self {
-        self.spec.database.secret_ref.keys = Some(keys);
-        self.spec.database.parameters = Some(parameters);
+        self.spec.database.secret_ref.keys = Some(Box::new(keys));
+        self.spec.database.parameters = Some(Box::new(parameters));
         self
     }
 
