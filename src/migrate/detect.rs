@@ -7,6 +7,7 @@ use tokio_postgres::Client;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::Type;
 
+use super::ownership::table_comment;
 use super::{BoxKind, Decision, Payload, Plan, RunError};
 use crate::ident::QualifiedName;
 
@@ -58,8 +59,8 @@ const CATALOG_SQL: &str = concat!(catalog_columns!(), catalog_source!());
 const CATALOG_AND_HISTORY_SQL: &str = concat!(
     catalog_columns!(),
     ", (SELECT MAX(h.\"MigrationVersion\") FROM \"public\".\"__BrighterMigrationHistory\" h \
-        WHERE h.\"SchemaName\" = $1 AND h.\"BoxTableName\" = $2), \
-     pg_catalog.obj_description(t.oid, 'pg_class')",
+        WHERE h.\"SchemaName\" = $1 AND h.\"BoxTableName\" = $2), ",
+    table_comment!("t.oid"),
     catalog_source!()
 );
 

@@ -32,11 +32,30 @@ use crate::ident::QualifiedName;
 /// earlier releases would no longer be recognised.
 pub const RECORD_PREFIX: &str = "brighter.dev/owner:";
 
+/// The comment of the relation whose oid is the SQL expression `$oid`, NULL without one: what
+/// `obj_description(oid, 'pg_class')` returns, read in the statement itself. The function runs
+/// the same query through the SQL-function executor, which sets it up again at every call
+/// (0.29 against 0.10–0.15 ms per execution of the lock-free read on a warm session, PostgreSQL
+/// 15), and the read runs at every periodic check of every table.
+macro_rules! table_comment {
+    ($oid:literal) => {
+        concat!(
+            "(SELECT d.description FROM pg_catalog.pg_description d WHERE d.objoid = ",
+            $oid,
+            " AND d.classoid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.objsubid = 0)"
+        )
+    };
+}
+pub(super) use table_comment;
+
 /// The table's comment, looked up by namespace oid and name. No row: no table.
-const COMMENT_SQL: &str = "SELECT pg_catalog.obj_description(c.oid, 'pg_class') \
-     FROM pg_catalog.pg_class c \
+const COMMENT_SQL: &str = concat!(
+    "SELECT ",
+    table_comment!("c.oid"),
+    " FROM pg_catalog.pg_class c \
      WHERE c.relnamespace = (SELECT oid FROM pg_catalog.pg_namespace WHERE nspname = $1) \
-       AND c.relname = $2 AND c.relkind IN ('r', 'p')";
+       AND c.relname = $2 AND c.relkind IN ('r', 'p')"
+);
 
 /// `COMMENT ON` takes no parameters: the server quotes the text as a literal first.
 const QUOTE_SQL: &str = "SELECT pg_catalog.quote_literal($1)";
