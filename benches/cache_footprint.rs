@@ -90,7 +90,8 @@ fn kubectl_applied_boxtable() -> Value {
     object
 }
 
-/// The heap bytes and allocations that `keep` holds per copy of `text`, parsed `COPIES` times.
+/// The heap bytes and allocations one result of `parse` holds, from `text` parsed `COPIES` times
+/// (the `Vec` that keeps the results is left out).
 fn per_copy<T>(text: &str, parse: impl Fn(&str) -> T) -> (usize, usize) {
     let before = dhat::HeapStats::get();
     let kept: Vec<T> = (0..COPIES).map(|_| parse(text)).collect();

@@ -31,8 +31,8 @@ pub fn prune<K: ResourceExt>(object: &mut K) {
     if let Some(annotations) = &mut meta.annotations {
         annotations.remove(LAST_APPLIED);
         // A map emptied by that removal still holds its first node (544 bytes for string keys
-        // and values): on a fleet applied with `kubectl apply`, whose only annotation this is,
-        // that node would be most of what is left of each object's annotations.
+        // and values), so every cached object applied with client-side `kubectl apply`, whose
+        // only annotation this usually is, would keep one for nothing.
         if annotations.is_empty() {
             meta.annotations = None;
         }
