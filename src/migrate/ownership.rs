@@ -57,9 +57,6 @@ const COMMENT_SQL: &str = concat!(
        AND c.relname = $2 AND c.relkind IN ('r', 'p')"
 );
 
-/// `COMMENT ON` takes no parameters: the server quotes the text as a literal first.
-const QUOTE_SQL: &str = "SELECT pg_catalog.quote_literal($1)";
-
 /// The lock a drop holds on the table while it checks ownership and counts rows: `ACCESS SHARE`
 /// conflicts with `DROP TABLE` and `ALTER TABLE` (so the table checked is the table dropped), not
 /// with an application's reads and writes.
@@ -285,6 +282,39 @@ pub async fn read_comment(
     }
 }
 
+/// `COMMENT ON TABLE` writing `record` into the table's comment and keeping the rest of
+/// `existing`. Pure: the statement can go out with others in one round trip.
+pub fn record_sql(table: &QualifiedName, existing: Option<&str>, record: &OwnerRecord) -> String {
+    format!(
+        "COMMENT ON TABLE {} IS {}",
+        table.quoted(),
+        literal(&with_record(existing, record))
+    )
+}
+
+/// The statement recording `owner` as the creator of a table made in this transaction: a table
+/// this transaction created has no comment yet, so there is nothing to read or keep.
+pub fn created_sql(table: &QualifiedName, owner: &Owner) -> String {
+    record_sql(table, None, &owner.record(Origin::Created))
+}
+
+/// `text` as a string literal (`COMMENT ON` takes no parameters). An escape string with every
+/// backslash and quote doubled reads the same whatever `standard_conforming_strings` says, and
+/// the driver's sessions speak UTF-8, where no byte of a multi-byte character is a quote or a
+/// backslash.
+fn literal(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 3);
+    out.push_str("E'");
+    for c in text.chars() {
+        if matches!(c, '\'' | '\\') {
+            out.push(c);
+        }
+        out.push(c);
+    }
+    out.push('\'');
+    out
+}
+
 /// Writes `record` into the table's comment, keeping the rest of `existing`. Runs inside the
 /// caller's transaction, so the record commits (or rolls back) with the DDL that made it true.
 ///
@@ -299,17 +329,10 @@ pub async fn write(
     existing: Option<&str>,
     record: &OwnerRecord,
 ) -> Result<(), RunError> {
-    let op = "writing the ownership record";
-    let text = with_record(existing, record);
-    let literal: String = client
-        .query_typed_one(QUOTE_SQL, &[(&text, Type::TEXT)])
-        .await
-        .and_then(|row| row.try_get(0))
-        .map_err(RunError::query(op, table))?;
     client
-        .batch_execute(&format!("COMMENT ON TABLE {} IS {literal}", table.quoted()))
+        .batch_execute(&record_sql(table, existing, record))
         .await
-        .map_err(RunError::query(op, table))
+        .map_err(RunError::query("writing the ownership record", table))
 }
 
 /// Makes sure `owner` may change `table`, recording it as the owner when the table has no owner

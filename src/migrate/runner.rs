@@ -156,11 +156,7 @@ where
             ));
         }
     };
-    let Committed {
-        value: decision,
-        lock_lost_after_commit,
-        blocked,
-    } = locked(session, plan, identity, cancel, async {
+    let work = async {
         if let Err(withdrawal) = gate().await {
             return Err(RunError::Withdrawn {
                 table: plan.table().to_string(),
@@ -168,10 +164,27 @@ where
                 transient: withdrawal.transient,
             });
         }
-        migrate(client, plan, target).await
-    })
-    .instrument(tracing::info_span!("migration", table = %plan.table(), target_version = target))
-    .await?;
+        migrate(client, plan, identity, target).await
+    };
+    // The shape for the drift check is read with the unlock, once the change has committed.
+    let shape = async {
+        inspect::actual_shape(client, plan.table())
+            .await
+            .ok()
+            .flatten()
+    };
+    let Committed {
+        value: decision,
+        lock_lost_after_commit,
+        blocked,
+        after: shape,
+    } = locked(session, plan, identity, cancel, work, shape)
+        .instrument(
+            tracing::info_span!("migration", table = %plan.table(), target_version = target),
+        )
+        .await?;
+    // Left `None` when the read failed or found no table: the caller's own drift check reads again.
+    let drift = shape.and_then(|actual| inspect::compare(plan, decision.to_version(), &actual));
     Ok(Outcome {
         path: decision.path(),
         from_version: decision.from_version(),
@@ -183,7 +196,7 @@ where
         blocked,
         started,
         duration: clock.elapsed(),
-        drift: None,
+        drift,
     })
 }
 
@@ -340,7 +353,7 @@ pub(super) async fn preflight(
 }
 
 /// What a committed transaction under the lock returned.
-pub(super) struct Committed<T> {
+pub(super) struct Committed<T, A> {
     /// What the work returned.
     pub(super) value: T,
     /// `pg_advisory_unlock` returned false after `COMMIT`: the work is committed, but the session
@@ -348,24 +361,55 @@ pub(super) struct Committed<T> {
     pub(super) lock_lost_after_commit: bool,
     /// The sessions found blocked on the lock just before it was released.
     pub(super) blocked: lock::Blocked,
+    /// What the read sent with the unlock returned.
+    pub(super) after: A,
+}
+
+/// That the session was found still holding the lock after the transaction's last change. The
+/// work given to [`locked`] returns one, so nothing commits without that check; only
+/// [`still_held`] makes one.
+pub(super) struct StillHeld(());
+
+/// Checks that the session still holds the lock (see [`lock::ensure_still_held`]). Sent with the
+/// transaction's last statements, it runs after them on the server, and its answer is known
+/// before `COMMIT` is sent.
+///
+/// # Errors
+/// [`LockError::Lost`] (as a [`RunError`]) when the lock is gone; a failed query.
+pub(super) async fn still_held(
+    client: &Client,
+    identity: &LockIdentity,
+) -> Result<StillHeld, RunError> {
+    lock::ensure_still_held(client, identity)
+        .await
+        .map_err(RunError::from)?;
+    Ok(StillHeld(()))
 }
 
 /// Runs `work` in one transaction while the lock is held, then commits and unlocks; on failure or
 /// cancellation rolls back, unlocks, and returns the original error.
 ///
+/// `COMMIT`, the look at who is blocked on the lock, the unlock and `after` (a read of what was
+/// committed) go out together, one round trip: the server runs them in that order, so the lock is
+/// released only once the transaction has ended. `after` runs even when `COMMIT` fails; its answer
+/// is then dropped.
+///
 /// Once `COMMIT` has succeeded the work is done: an unlock that finds the lock already gone is
 /// logged and reported in [`Committed::lock_lost_after_commit`], not turned into a failure (as
-/// Brighter's own runner warns and carries on).
+/// Brighter's own runner warns and carries on). A cancellation while `COMMIT` is in flight asks
+/// the server to stop it and then takes its answer: a transaction that committed is reported as
+/// committed.
 ///
 /// Longer than most: every way out of the transaction (work failed, cancelled, commit failed,
 /// unlock failed) sits beside the others, so that each can be seen to roll back and unlock.
-pub(super) async fn locked<T>(
+pub(super) async fn locked<T, A>(
     session: &Session,
     plan: &Plan,
     identity: &LockIdentity,
     cancel: &CancellationToken,
-    work: impl Future<Output = Result<T, RunError>>,
-) -> Result<Committed<T>, RunError> {
+    work: impl Future<Output = Result<(T, StillHeld), RunError>>,
+    after: impl Future<Output = A>,
+) -> Result<Committed<T, A>, RunError> {
     // The lock was taken just before: it counts as held until this returns (released, or the
     // session gone, which frees it on the server).
     let _held = lock::HeldLock::taken();
@@ -378,72 +422,96 @@ pub(super) async fn locked<T>(
             futures::future::join(client.batch_execute(BEGIN), set_local(client, plan)).await;
         begun.map_err(RunError::query("opening the transaction", table))?;
         set?;
-        let value = work.await?;
-        lock::ensure_still_held(client, identity)
-            .await
-            .map_err(RunError::from)?;
-        client
-            .batch_execute(COMMIT)
-            .await
-            .map_err(RunError::query("committing", table))?;
+        let (value, StillHeld(())) = work.await?;
         Ok(value)
     };
-    let result = tokio::select! {
+    let worked = tokio::select! {
         result = transaction => result,
         () = cancel.cancelled() => {
-            if let Err(error) = session.cancel_running_statement().await {
-                tracing::warn!(error = %error, table = %table, "asking the server to cancel the statement failed");
-            }
+            cancel_statement(session, table).await;
             Err(RunError::Cancelled { table: table.to_string() })
         }
     };
-    match result {
-        Ok(value) => {
-            // Who is blocked is read just before the unlock, in the same round trip. Measured,
-            // not acted on: a failed look is only logged.
-            let (blocked, released) = futures::future::join(
-                lock::blocked_on(client, identity),
-                lock::release(session, identity),
-            )
-            .await;
-            let blocked = match blocked {
-                Ok(blocked) => blocked,
-                Err(error) => {
-                    tracing::debug!(error = %error, table = %table, "looking for sessions blocked on the lock failed");
-                    lock::Blocked::default()
-                }
-            };
-            match released {
-                Ok(()) => Ok(Committed {
-                    value,
-                    lock_lost_after_commit: false,
-                    blocked,
-                }),
-                Err(LockError::Lost { lock_key }) => {
-                    tracing::warn!(table = %table, lock_key, "committed, but the advisory lock was no longer held by this session when it was released");
-                    Ok(Committed {
-                        value,
-                        lock_lost_after_commit: true,
-                        blocked,
-                    })
-                }
-                Err(error) => Err(RunError::from(error)),
-            }
+    let value = match worked {
+        Ok(value) => value,
+        Err(error) => return Err(roll_back_and_unlock(session, plan, identity, error).await),
+    };
+    let mut closing = std::pin::pin!(async {
+        futures::join!(
+            client.batch_execute(COMMIT),
+            lock::blocked_on(client, identity),
+            lock::release(session, identity),
+            after,
+        )
+    });
+    let closed = tokio::select! {
+        closed = &mut closing => Some(closed),
+        () = cancel.cancelled() => None,
+    };
+    let (committed, blocked, released, after) = match closed {
+        Some(closed) => closed,
+        None => {
+            // `COMMIT` may be waiting, for a synchronous standby for instance.
+            cancel_statement(session, table).await;
+            closing.await
         }
-        Err(error) => {
-            let error = error.with_table_lock_timeout(plan.ddl().lock_timeout);
-            if session.is_closed() {
-                return Err(error);
-            }
-            if let Err(rollback) = client.batch_execute(ROLLBACK).await {
-                tracing::warn!(error = %rollback, table = %table, "rollback after a failed migration failed");
-            }
-            if let Err(unlock) = lock::release(session, identity).await {
-                tracing::warn!(error = %unlock, table = %table, "unlock after a failed migration failed; drop the session");
-            }
-            Err(error)
+    };
+    if let Err(source) = committed {
+        // The transaction is over either way, and the unlock sent with `COMMIT` has run.
+        if let Err(error) = released {
+            tracing::warn!(error = %error, table = %table, "unlock after a failed commit failed; drop the session");
         }
+        let error = RunError::query("committing", table)(source);
+        return Err(error.with_table_lock_timeout(plan.ddl().lock_timeout));
     }
+    // Measured, not acted on: a failed look is only logged.
+    let blocked = blocked.unwrap_or_else(|error| {
+        tracing::debug!(error = %error, table = %table, "looking for sessions blocked on the lock failed");
+        lock::Blocked::default()
+    });
+    let lock_lost_after_commit = match released {
+        Ok(()) => false,
+        Err(LockError::Lost { lock_key }) => {
+            tracing::warn!(table = %table, lock_key, "committed, but the advisory lock was no longer held by this session when it was released");
+            true
+        }
+        Err(error) => return Err(RunError::from(error)),
+    };
+    Ok(Committed {
+        value,
+        lock_lost_after_commit,
+        blocked,
+        after,
+    })
+}
+
+/// Asks the server to cancel the statement in flight; a failed request is only logged.
+async fn cancel_statement(session: &Session, table: &crate::ident::QualifiedName) {
+    if let Err(error) = session.cancel_running_statement().await {
+        tracing::warn!(error = %error, table = %table, "asking the server to cancel the statement failed");
+    }
+}
+
+/// After a failed or cancelled transaction: rolls back and unlocks (unless the session is gone,
+/// which frees both on the server), and returns `error` for the caller to report.
+async fn roll_back_and_unlock(
+    session: &Session,
+    plan: &Plan,
+    identity: &LockIdentity,
+    error: RunError,
+) -> RunError {
+    let table = plan.table();
+    let error = error.with_table_lock_timeout(plan.ddl().lock_timeout);
+    if session.is_closed() {
+        return error;
+    }
+    if let Err(rollback) = session.client().batch_execute(ROLLBACK).await {
+        tracing::warn!(error = %rollback, table = %table, "rollback after a failed migration failed");
+    }
+    if let Err(unlock) = lock::release(session, identity).await {
+        tracing::warn!(error = %unlock, table = %table, "unlock after a failed migration failed; drop the session");
+    }
+    error
 }
 
 /// `SET LOCAL lock_timeout` / `statement_timeout` from the plan, inside the transaction.
@@ -545,12 +613,19 @@ pub(super) async fn read_facts(
 }
 
 /// The body of the migration transaction: ensure history, re-detect under the lock, apply the
-/// statements of [`statements::steps`] (the list `migrate --dry-run` prints).
+/// statements of [`statements::steps`] (the list `migrate --dry-run` prints), record the owner of
+/// a table it creates, and check that the lock is still held.
 ///
-/// The steps go out together, one round trip for all of them, and run on the server in order.
+/// The steps, the record and the lock check go out together, one round trip for all of them, and
+/// run on the server in order.
 /// The first failing step aborts the transaction, so every later one fails with `25P02` without
 /// doing anything; the first failure is the one reported, and the caller rolls back.
-async fn migrate(client: &Client, plan: &Plan, target: u32) -> Result<Decision, RunError> {
+async fn migrate(
+    client: &Client,
+    plan: &Plan,
+    identity: &LockIdentity,
+    target: u32,
+) -> Result<(Decision, StillHeld), RunError> {
     let history = plan.history().clone();
     let facts = read_facts(client, plan, true).await?;
     let owner = plan.owner();
@@ -560,19 +635,34 @@ async fn migrate(client: &Client, plan: &Plan, target: u32) -> Result<Decision, 
     let decision = detect::decide(plan, target, &facts, &history.quoted())?;
     super::index_name::ensure_free(client, plan, decision).await?;
     let steps = statements::steps(plan, decision);
-    pipeline::in_order(
-        steps
-            .iter()
-            .map(|statement| execute(client, plan, statement))
-            .collect(),
-    )
-    .await
-    .into_iter()
-    .collect::<Result<Vec<()>, RunError>>()?;
-    if let (Some(owner), Decision::Fresh { .. }) = (owner, decision) {
-        ownership::ensure_owner(client, plan.table(), owner, ownership::Origin::Created).await?;
-    }
-    Ok(decision)
+    // A table this transaction creates is recorded as its owner's without a read: it has no
+    // comment yet.
+    let created = match (owner, decision) {
+        (Some(owner), Decision::Fresh { .. }) => Some(ownership::created_sql(plan.table(), owner)),
+        _ => None,
+    };
+    let record = async {
+        match &created {
+            Some(sql) => client.batch_execute(sql).await.map_err(RunError::query(
+                "writing the ownership record",
+                plan.table(),
+            )),
+            None => Ok(()),
+        }
+    };
+    let (applied, recorded, held) = futures::join!(
+        pipeline::in_order(
+            steps
+                .iter()
+                .map(|statement| execute(client, plan, statement))
+                .collect(),
+        ),
+        record,
+        still_held(client, identity),
+    );
+    applied.into_iter().collect::<Result<Vec<()>, RunError>>()?;
+    recorded?;
+    Ok((decision, held?))
 }
 
 /// Runs one statement of the list, classifying its failure.

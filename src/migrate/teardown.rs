@@ -8,7 +8,7 @@ use tracing::Instrument;
 
 use super::history::{self, HistoryTable};
 use super::ownership::{self, Claim, Origin, Owner, OwnerRecord};
-use super::runner::{before_lock, locked, preflight};
+use super::runner::{before_lock, locked, preflight, still_held};
 use super::{BoxKind, Plan, RunError, detect};
 use crate::db::Session;
 use crate::ident::QualifiedName;
@@ -138,21 +138,30 @@ pub async fn drop_box_table(
             DropVerdict::Kept { .. } | DropVerdict::Blocked(_) => 0,
         };
         tracing::debug!(table = %table, ?verdict, history_rows_deleted, "drop decided");
-        Ok(DropOutcome {
+        let held = still_held(client, identity).await?;
+        let outcome = DropOutcome {
             verdict,
             history_rows_deleted,
             lock: report,
             blocked: lock::Blocked::default(),
-        })
+        };
+        Ok((outcome, held))
     };
     // A drop that committed is done even if the lock was already gone at unlock (logged there).
-    locked(session, plan, identity, cancel, work)
-        .instrument(tracing::info_span!("drop", table = %plan.table()))
-        .await
-        .map(|committed| DropOutcome {
-            blocked: committed.blocked,
-            ..committed.value
-        })
+    locked(
+        session,
+        plan,
+        identity,
+        cancel,
+        work,
+        std::future::ready(()),
+    )
+    .instrument(tracing::info_span!("drop", table = %plan.table()))
+    .await
+    .map(|committed| DropOutcome {
+        blocked: committed.blocked,
+        ..committed.value
+    })
 }
 
 /// Inside the transaction: locks the table against replacement, re-checks its owner, counts its

@@ -53,13 +53,38 @@ async fn a_fresh_table_records_the_boxtable_that_created_it() {
     assert_eq!(record.origin, Origin::Created);
 }
 
-#[tokio::test]
-async fn an_existing_table_is_adopted_by_the_first_boxtable_and_its_own_comment_is_kept() {
+/// A user's comment that a literal quoted by hand would get wrong: quotes, backslashes, a
+/// dollar-quote tag, a line break and non-ASCII text.
+const USER_COMMENT: &str =
+    "orders waiting to be sent; owner: team-a's \\\\queue\\n $$x$$ \u{e9}t\u{e9}\nsecond line";
+
+/// Adopts `public.outbox` carrying [`USER_COMMENT`], with the database's
+/// `standard_conforming_strings` set to `conforming`, and checks that the user's text comes back
+/// byte for byte above the record.
+async fn adoption_keeps_the_user_comment(conforming: bool) {
     let (db, client) = support::fresh_db_and_client().await;
+    let setting = if conforming { "on" } else { "off" };
+    client
+        .batch(&format!(
+            "ALTER DATABASE \"{}\" SET standard_conforming_strings = {setting}",
+            db.name
+        ))
+        .await;
     outbox_at(&client, "public.outbox", 2, 0).await;
     client
-        .batch("COMMENT ON TABLE public.outbox IS 'orders waiting to be sent; owner: team-a'")
+        .execute(
+            "SELECT pg_catalog.set_config('app.comment', $1, false)",
+            &[&USER_COMMENT],
+        )
+        .await
+        .unwrap();
+    client
+        .batch("DO $do$ BEGIN EXECUTE format('COMMENT ON TABLE public.outbox IS %L', current_setting('app.comment')); END $do$")
         .await;
+    assert_eq!(
+        table_comment(&client, "public.outbox").await.as_deref(),
+        Some(USER_COMMENT)
+    );
 
     let outcome = run(&db, &outbox("Outbox").owned_by("uid-a").build())
         .await
@@ -68,14 +93,24 @@ async fn an_existing_table_is_adopted_by_the_first_boxtable_and_its_own_comment_
     assert_eq!(outcome.path, RunPath::Bootstrap);
     let comment = table_comment(&client, "public.outbox").await.unwrap();
     assert!(
-        comment.starts_with("orders waiting to be sent; owner: team-a\n"),
-        "the user's comment is kept: {comment}"
+        comment.starts_with(&format!("{USER_COMMENT}\n")),
+        "the user's comment is kept exactly (standard_conforming_strings = {setting}): {comment:?}"
     );
     let record = record_of(Some(comment)).unwrap();
     assert_eq!(
         (record.uid.as_str(), record.origin),
         ("uid-a", Origin::Adopted)
     );
+}
+
+#[tokio::test]
+async fn an_existing_table_is_adopted_by_the_first_boxtable_and_its_own_comment_is_kept() {
+    adoption_keeps_the_user_comment(true).await;
+}
+
+#[tokio::test]
+async fn the_kept_comment_is_exact_with_standard_conforming_strings_off() {
+    adoption_keeps_the_user_comment(false).await;
 }
 
 #[tokio::test]

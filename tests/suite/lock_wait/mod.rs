@@ -4,5 +4,6 @@
 mod advisory_lock;
 mod concurrent_runs;
 mod deadline;
+mod lost_before_commit;
 mod session_under_attack;
 mod unlock_after_commit;

@@ -464,6 +464,23 @@ pub async fn outbox_at(client: &Client, qualified: &str, n: u32, rows: i32) {
     }
 }
 
+/// Makes every row written into `public`'s history release advisory lock `key` at once, inside
+/// the runner's transaction and before its check that it still holds the lock. Creates
+/// `public`'s history table if it is missing.
+pub async fn release_lock_when_history_rows_are_written(client: &Client, key: i64) {
+    client
+        .batch(&format!(
+            "{};
+             CREATE FUNCTION public.release_lock_at_once() RETURNS trigger LANGUAGE plpgsql AS $$
+               BEGIN PERFORM pg_advisory_unlock({key}); RETURN NULL; END $$;
+             CREATE TRIGGER release_lock_at_once
+               AFTER INSERT ON public.\"__BrighterMigrationHistory\"
+               FOR EACH ROW EXECUTE FUNCTION public.release_lock_at_once();",
+            create_history_table("public")
+        ))
+        .await;
+}
+
 /// Makes every transaction that writes a row into `public`'s history release advisory lock `key`
 /// as it commits (a deferred constraint trigger runs at `COMMIT`, after the runner's last check
 /// that it still holds the lock), so the runner's `pg_advisory_unlock` afterwards returns false.
