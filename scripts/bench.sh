@@ -18,7 +18,9 @@
 # BENCH_CONTENTION_RUNS (5, item 7), BENCH_BOXTABLES (10000, item 6), BENCH_SCHEMAS (1000, item 6),
 # BENCH_SECRETS (2000, item 6), BENCH_SECRET_KIB (200, item 6),
 # BENCH_BULK_TABLES (500, item 4), BENCH_PGBENCH_TX (20000, item 2), BENCH_CRITERION_SECS (3, items
-# 1 and 2), BENCH_LOCK_ROUNDS (3, item 2), SQLX (path to sqlx).
+# 1 and 2), BENCH_LOCK_ROUNDS (3, item 2), SQLX (path to sqlx), BENCH_BIN (another build of
+# boxtable-operator to measure in items 3 to 7, for a before/after on the same machine; default
+# this tree's release build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -44,7 +46,7 @@ W=$TARGET/bench-work
 R=$TARGET/bench-results
 TOOLS=$TARGET/bench-tools
 SQLX=${SQLX:-$TOOLS/bin/sqlx}
-BIN=$TARGET/release/boxtable-operator
+BIN=${BENCH_BIN:-$TARGET/release/boxtable-operator}
 BENCH=$ROOT/scripts/bench
 
 say() { printf '\n== %s\n' "$*" >&2; }

@@ -468,17 +468,7 @@ pub async fn outbox_at(client: &Client, qualified: &str, n: u32, rows: i32) {
 /// the runner's transaction and before its check that it still holds the lock. Creates
 /// `public`'s history table if it is missing.
 pub async fn release_lock_when_history_rows_are_written(client: &Client, key: i64) {
-    client
-        .batch(&format!(
-            "{};
-             CREATE FUNCTION public.release_lock_at_once() RETURNS trigger LANGUAGE plpgsql AS $$
-               BEGIN PERFORM pg_advisory_unlock({key}); RETURN NULL; END $$;
-             CREATE TRIGGER release_lock_at_once
-               AFTER INSERT ON public.\"__BrighterMigrationHistory\"
-               FOR EACH ROW EXECUTE FUNCTION public.release_lock_at_once();",
-            create_history_table("public")
-        ))
-        .await;
+    release_lock_from_history_trigger(client, key, "TRIGGER", "").await;
 }
 
 /// Makes every transaction that writes a row into `public`'s history release advisory lock `key`
@@ -486,15 +476,26 @@ pub async fn release_lock_when_history_rows_are_written(client: &Client, key: i6
 /// that it still holds the lock), so the runner's `pg_advisory_unlock` afterwards returns false.
 /// Creates `public`'s history table if it is missing.
 pub async fn release_lock_at_commit_of_history_rows(client: &Client, key: i64) {
+    release_lock_from_history_trigger(
+        client,
+        key,
+        "CONSTRAINT TRIGGER",
+        "DEFERRABLE INITIALLY DEFERRED",
+    )
+    .await;
+}
+
+/// A `trigger` (`TRIGGER` or `CONSTRAINT TRIGGER`, with `timing` after its event) on inserts
+/// into `public`'s history that runs `pg_advisory_unlock(key)`.
+async fn release_lock_from_history_trigger(client: &Client, key: i64, trigger: &str, timing: &str) {
     client
         .batch(&format!(
             "{};
-             CREATE FUNCTION public.release_lock_at_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+             CREATE FUNCTION public.release_lock() RETURNS trigger LANGUAGE plpgsql AS $$
                BEGIN PERFORM pg_advisory_unlock({key}); RETURN NULL; END $$;
-             CREATE CONSTRAINT TRIGGER release_lock_at_commit
+             CREATE {trigger} release_lock
                AFTER INSERT ON public.\"__BrighterMigrationHistory\"
-               DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
-               EXECUTE FUNCTION public.release_lock_at_commit();",
+               {timing} FOR EACH ROW EXECUTE FUNCTION public.release_lock();",
             create_history_table("public")
         ))
         .await;
