@@ -398,7 +398,7 @@ pub(super) async fn still_held(
 /// logged and reported in [`Committed::lock_lost_after_commit`], not turned into a failure (as
 /// Brighter's own runner warns and carries on). A cancellation while `COMMIT` is in flight asks
 /// the server to stop it and then takes its answer: a transaction that committed is reported as
-/// committed.
+/// committed, one the cancellation stopped as [`RunError::Cancelled`].
 ///
 /// Longer than most: every way out of the transaction (work failed, cancelled, commit failed,
 /// unlock failed) sits beside the others, so that each can be seen to roll back and unlock.
@@ -448,18 +448,24 @@ pub(super) async fn locked<T, A>(
         closed = &mut closing => Some(closed),
         () = cancel.cancelled() => None,
     };
-    let (committed, blocked, released, after) = match closed {
-        Some(closed) => closed,
+    let ((committed, blocked, released, after), cancelled) = match closed {
+        Some(closed) => (closed, false),
         None => {
-            // `COMMIT` may be waiting, for a synchronous standby for instance.
+            // `COMMIT` may be running deferred work or waiting for a synchronous standby.
             cancel_statement(session, table).await;
-            closing.await
+            (closing.await, true)
         }
     };
     if let Err(source) = committed {
         // The transaction is over either way, and the unlock sent with `COMMIT` has run.
         if let Err(error) = released {
             tracing::warn!(error = %error, table = %table, "unlock after a failed commit failed; drop the session");
+        }
+        if cancelled {
+            tracing::debug!(error = %source, table = %table, "the cancelled commit rolled back");
+            return Err(RunError::Cancelled {
+                table: table.to_string(),
+            });
         }
         let error = RunError::query("committing", table)(source);
         return Err(error.with_table_lock_timeout(plan.ddl().lock_timeout));

@@ -2,6 +2,7 @@
 //! the session under attack, and the bounded waits of a pass.
 
 mod advisory_lock;
+mod cancelled_at_commit;
 mod concurrent_runs;
 mod deadline;
 mod lost_before_commit;

@@ -468,7 +468,7 @@ pub async fn outbox_at(client: &Client, qualified: &str, n: u32, rows: i32) {
 /// the runner's transaction and before its check that it still holds the lock. Creates
 /// `public`'s history table if it is missing.
 pub async fn release_lock_when_history_rows_are_written(client: &Client, key: i64) {
-    release_lock_from_history_trigger(client, key, "TRIGGER", "").await;
+    history_trigger(client, &format!("PERFORM pg_advisory_unlock({key})"), false).await;
 }
 
 /// Makes every transaction that writes a row into `public`'s history release advisory lock `key`
@@ -476,26 +476,32 @@ pub async fn release_lock_when_history_rows_are_written(client: &Client, key: i6
 /// that it still holds the lock), so the runner's `pg_advisory_unlock` afterwards returns false.
 /// Creates `public`'s history table if it is missing.
 pub async fn release_lock_at_commit_of_history_rows(client: &Client, key: i64) {
-    release_lock_from_history_trigger(
-        client,
-        key,
-        "CONSTRAINT TRIGGER",
-        "DEFERRABLE INITIALLY DEFERRED",
-    )
-    .await;
+    history_trigger(client, &format!("PERFORM pg_advisory_unlock({key})"), true).await;
 }
 
-/// A `trigger` (`TRIGGER` or `CONSTRAINT TRIGGER`, with `timing` after its event) on inserts
-/// into `public`'s history that runs `pg_advisory_unlock(key)`.
-async fn release_lock_from_history_trigger(client: &Client, key: i64, trigger: &str, timing: &str) {
+/// Makes every transaction that writes a row into `public`'s history sleep for `seconds` as it
+/// commits (a deferred constraint trigger), so a test can act while its `COMMIT` runs. Creates
+/// `public`'s history table if it is missing.
+pub async fn slow_commit_of_history_rows(client: &Client, seconds: u32) {
+    history_trigger(client, &format!("PERFORM pg_sleep({seconds})"), true).await;
+}
+
+/// A trigger on every insert into `public`'s history that runs `action` (PL/pgSQL), at once or,
+/// `at_commit`, as a deferred constraint trigger when the transaction commits.
+async fn history_trigger(client: &Client, action: &str, at_commit: bool) {
+    let (trigger, timing) = if at_commit {
+        ("CONSTRAINT TRIGGER", "DEFERRABLE INITIALLY DEFERRED")
+    } else {
+        ("TRIGGER", "")
+    };
     client
         .batch(&format!(
             "{};
-             CREATE FUNCTION public.release_lock() RETURNS trigger LANGUAGE plpgsql AS $$
-               BEGIN PERFORM pg_advisory_unlock({key}); RETURN NULL; END $$;
-             CREATE {trigger} release_lock
+             CREATE FUNCTION public.history_trigger() RETURNS trigger LANGUAGE plpgsql AS $$
+               BEGIN {action}; RETURN NULL; END $$;
+             CREATE {trigger} history_trigger
                AFTER INSERT ON public.\"__BrighterMigrationHistory\"
-               {timing} FOR EACH ROW EXECUTE FUNCTION public.release_lock();",
+               {timing} FOR EACH ROW EXECUTE FUNCTION public.history_trigger();",
             create_history_table("public")
         ))
         .await;
