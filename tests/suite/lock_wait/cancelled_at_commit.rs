@@ -11,7 +11,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::support;
 use crate::support::Sql;
-use crate::support::advisory_locks;
 use crate::support::migrate::*;
 
 /// How long the commit would take if nothing stopped it: longer than the test waits.
@@ -54,13 +53,5 @@ async fn a_run_cancelled_while_its_commit_runs_rolls_back_and_says_cancelled() {
         .expect_err("a commit the cancellation stopped is not a success");
 
     assert_eq!(err.reason(), Reason::Cancelled, "{}", chain(&err));
-    assert!(
-        columns(&client, "public", "outbox").await.is_empty(),
-        "the table was rolled back"
-    );
-    assert!(
-        history_versions(&client, "public").await.is_empty(),
-        "the history row was rolled back"
-    );
-    assert_eq!(advisory_locks(&client).await, 0);
+    assert_nothing_committed_for_public_outbox(&client).await;
 }

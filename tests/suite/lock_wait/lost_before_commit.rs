@@ -7,7 +7,6 @@ use boxtable_operator::reason::Reason;
 use boxtable_operator::report::chain;
 
 use crate::support;
-use crate::support::advisory_locks;
 use crate::support::migrate::*;
 
 #[tokio::test]
@@ -25,13 +24,5 @@ async fn a_lock_released_by_the_migrations_own_statements_rolls_the_whole_run_ba
         .expect_err("a run whose lock was gone before COMMIT must not succeed");
 
     assert_eq!(err.reason(), Reason::LockLost, "{}", chain(&err));
-    assert!(
-        columns(&client, "public", "outbox").await.is_empty(),
-        "the table was rolled back"
-    );
-    assert!(
-        history_versions(&client, "public").await.is_empty(),
-        "the history row was rolled back"
-    );
-    assert_eq!(advisory_locks(&client).await, 0);
+    assert_nothing_committed_for_public_outbox(&client).await;
 }

@@ -464,6 +464,20 @@ pub async fn outbox_at(client: &Client, qualified: &str, n: u32, rows: i32) {
     }
 }
 
+/// Asserts that a run on `public.outbox` that failed left nothing behind: no table, no history
+/// row, no advisory lock.
+pub async fn assert_nothing_committed_for_public_outbox(client: &Client) {
+    assert!(
+        columns(client, "public", "outbox").await.is_empty(),
+        "the table was rolled back"
+    );
+    assert!(
+        history_versions(client, "public").await.is_empty(),
+        "the history row was rolled back"
+    );
+    assert_eq!(advisory_locks(client).await, 0, "no lock is left");
+}
+
 /// Makes every row written into `public`'s history release advisory lock `key` at once, inside
 /// the runner's transaction and before its check that it still holds the lock. Creates
 /// `public`'s history table if it is missing.
