@@ -284,7 +284,7 @@ pub async fn read_comment(
 
 /// `COMMENT ON TABLE` writing `record` into the table's comment and keeping the rest of
 /// `existing`. Pure: the statement can go out with others in one round trip.
-pub fn record_sql(table: &QualifiedName, existing: Option<&str>, record: &OwnerRecord) -> String {
+fn record_sql(table: &QualifiedName, existing: Option<&str>, record: &OwnerRecord) -> String {
     format!(
         "COMMENT ON TABLE {} IS {}",
         table.quoted(),
@@ -388,6 +388,13 @@ mod tests {
             uid: uid.to_owned(),
             takes_over: None,
         }
+    }
+
+    #[test]
+    fn a_literal_doubles_every_quote_and_backslash_inside_an_escape_string() {
+        assert_eq!(literal("plain"), "E'plain'");
+        assert_eq!(literal(r"it's a \n"), r"E'it''s a \\n'");
+        assert_eq!(literal("é\nx"), "E'é\nx'");
     }
 
     #[test]

@@ -470,6 +470,12 @@ pub(super) async fn locked<T, A>(
         let error = RunError::query("committing", table)(source);
         return Err(error.with_table_lock_timeout(plan.ddl().lock_timeout));
     }
+    // A cancellation that reached the server after `COMMIT` had ended may have stopped the unlock
+    // sent with it instead: the session then still holds the lock, so it unlocks once more.
+    let released = match released {
+        Err(LockError::Query { .. }) if cancelled => lock::release(session, identity).await,
+        released => released,
+    };
     // Measured, not acted on: a failed look is only logged.
     let blocked = blocked.unwrap_or_else(|error| {
         tracing::debug!(error = %error, table = %table, "looking for sessions blocked on the lock failed");
