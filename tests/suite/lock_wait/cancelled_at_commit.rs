@@ -25,8 +25,7 @@ async fn a_run_cancelled_while_its_commit_runs_rolls_back_and_says_cancelled() {
     let cancel = CancellationToken::new();
     // Cancel once the run's COMMIT is running on the server, not at a guessed moment.
     let trigger = async {
-        let started = std::time::Instant::now();
-        loop {
+        support::wait::wait_until("the run's COMMIT is running on the server", || async {
             let committing: i64 = client
                 .value(
                     "SELECT count(*) FROM pg_stat_activity \
@@ -34,12 +33,9 @@ async fn a_run_cancelled_while_its_commit_runs_rolls_back_and_says_cancelled() {
                     &[],
                 )
                 .await;
-            if committing > 0 {
-                break;
-            }
-            assert!(started.elapsed() < WAIT, "the run never reached COMMIT");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+            committing > 0
+        })
+        .await;
         cancel.cancel();
     };
 
