@@ -8,6 +8,7 @@ mod connection;
 mod connstr;
 pub mod pipeline;
 pub mod pool;
+mod prepared;
 mod session;
 pub mod tls;
 
@@ -18,4 +19,5 @@ pub use connstr::{
     Password, RootCert, TargetSession, TlsMode, TlsVersion,
 };
 pub use pool::{PoolSettings, PooledSession, SessionKey, SessionPool};
+pub use prepared::Read;
 pub use session::Session;

@@ -5,11 +5,15 @@ use std::time::Duration;
 
 use tokio::task::JoinHandle;
 use tokio_postgres::tls::MakeTlsConnect;
-use tokio_postgres::{CancelToken, Client, Config, Connection as DriverConnection, NoTls, Socket};
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{
+    CancelToken, Client, Config, Connection as DriverConnection, NoTls, Row, Socket,
+};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 use super::advisory::LockStatements;
 use super::connect_error::{Attempt, ConnectError, classify};
+use super::prepared::{Prepared, Read};
 use super::tls;
 use super::{ChannelBinding, Connection, TlsMode};
 use crate::report::prefix;
@@ -64,6 +68,7 @@ pub struct Session {
     server_version_num: i32,
     preflight_passed: AtomicBool,
     lock_statements: LockStatements,
+    prepared: Prepared,
     connection: JoinHandle<()>,
 }
 
@@ -212,6 +217,7 @@ impl Session {
             server_version_num,
             preflight_passed: AtomicBool::new(false),
             lock_statements,
+            prepared: Prepared::default(),
             connection,
         })
     }
@@ -235,6 +241,43 @@ impl Session {
     /// The try-lock and unlock statements, prepared on this session when it opened.
     pub fn lock_statements(&self) -> &LockStatements {
         &self.lock_statements
+    }
+
+    /// Runs the fixed read `read`: by name once this session has prepared it, unnamed before (see
+    /// [`super::prepared`]).
+    ///
+    /// # Errors
+    /// The driver's error.
+    pub async fn read(
+        &self,
+        read: Read,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>, tokio_postgres::Error> {
+        self.prepared.query(&self.client, read, params).await
+    }
+
+    /// As [`Session::read`], for a read that returns exactly one row.
+    ///
+    /// # Errors
+    /// The driver's error, or a row count other than one.
+    pub async fn read_one(
+        &self,
+        read: Read,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Row, tokio_postgres::Error> {
+        self.prepared.query_one(&self.client, read, params).await
+    }
+
+    /// Prepares the fixed reads this session ran unnamed since it was last lent (the pool calls it
+    /// with its lending check, so both share one round trip). A read that fails to prepare stays
+    /// unnamed.
+    pub async fn prepare_reads(&self) {
+        self.prepared.prepare_wanted(&self.client).await;
+    }
+
+    /// How many fixed reads this session runs by name.
+    pub fn prepared_reads(&self) -> usize {
+        self.prepared.len()
     }
 
     /// Asks the server to cancel the statement running on this session (used on shutdown). The

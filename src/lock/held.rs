@@ -9,10 +9,10 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use tokio_postgres::Client;
 use tokio_postgres::types::Type;
 
 use super::LockIdentity;
+use crate::db::{Read, Session};
 
 /// Locks held now by this process, across every session.
 static HELD: AtomicU64 = AtomicU64::new(0);
@@ -44,13 +44,16 @@ impl Drop for HeldLock {
 /// Other sessions blocked on `pg_advisory_lock` for a lock this session holds, waiting for it:
 /// ungranted advisory rows on the same key in the same database; each waits since its statement
 /// started (`query_start`, as `pg_locks.waitstart` only exists from PostgreSQL 14 on).
-pub const BLOCKED_SQL: &str = "SELECT count(*)::int8, \
-       coalesce(extract(epoch FROM max(now() - a.query_start)), 0)::float8 \
-     FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid \
-     WHERE l.locktype = 'advisory' AND NOT l.granted AND l.objsubid = 1 \
-       AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) \
-       AND l.classid = (($1::int8 >> 32) & 4294967295)::oid \
-       AND l.objid = ($1::int8 & 4294967295)::oid";
+pub const BLOCKED: Read = Read {
+    sql: "SELECT count(*)::int8, \
+            coalesce(extract(epoch FROM max(now() - a.query_start)), 0)::float8 \
+          FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid \
+          WHERE l.locktype = 'advisory' AND NOT l.granted AND l.objsubid = 1 \
+            AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) \
+            AND l.classid = (($1::int8 >> 32) & 4294967295)::oid \
+            AND l.objid = ($1::int8 & 4294967295)::oid",
+    types: &[Type::INT8],
+};
 
 /// The sessions found waiting on a held lock just before it was released.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -66,12 +69,10 @@ pub struct Blocked {
 /// # Errors
 /// The database error when the query fails.
 pub async fn blocked_on(
-    client: &Client,
+    session: &Session,
     identity: &LockIdentity,
 ) -> Result<Blocked, tokio_postgres::Error> {
-    let row = client
-        .query_typed_one(BLOCKED_SQL, &[(&identity.key(), Type::INT8)])
-        .await?;
+    let row = session.read_one(BLOCKED, &[&identity.key()]).await?;
     let sessions: i64 = row.try_get(0)?;
     let longest: f64 = row.try_get(1)?;
     Ok(Blocked {

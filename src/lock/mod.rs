@@ -10,7 +10,7 @@ mod holder;
 mod identity;
 mod poll;
 
-pub use held::{BLOCKED_SQL, Blocked, HeldLock, blocked_on, held_now};
+pub use held::{BLOCKED, Blocked, HeldLock, blocked_on, held_now};
 pub use holder::{Holder, find_holder};
 pub use identity::{LOCK_KEY_PREFIX, LOCK_NAMESPACE, LockIdentity, derive_key};
 pub use poll::{
@@ -20,20 +20,23 @@ pub use poll::{
 
 use std::future::Future;
 use std::time::Duration;
+use tokio_postgres::Row;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::Type;
-use tokio_postgres::{Client, Row};
 use tokio_util::sync::CancellationToken;
 
-use crate::db::Session;
+use crate::db::{Read, Session};
 
 pub use crate::db::advisory::{LockStatements, TRY_LOCK_SQL, UNLOCK_SQL};
 /// Whether this very session holds the lock (granted, in the current database).
-pub const HELD_BY_ME_SQL: &str = "SELECT EXISTS (SELECT 1 FROM pg_locks \
-     WHERE locktype = 'advisory' AND granted AND pid = pg_backend_pid() \
-       AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) \
-       AND classid = (($1::int8 >> 32) & 4294967295)::oid \
-       AND objid = ($1::int8 & 4294967295)::oid AND objsubid = 1)";
+pub const HELD_BY_ME: Read = Read {
+    sql: "SELECT EXISTS (SELECT 1 FROM pg_locks \
+          WHERE locktype = 'advisory' AND granted AND pid = pg_backend_pid() \
+            AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) \
+            AND classid = (($1::int8 >> 32) & 4294967295)::oid \
+            AND objid = ($1::int8 & 4294967295)::oid AND objsubid = 1)",
+    types: &[Type::INT8],
+};
 
 /// Why taking, checking or releasing the lock failed. Every message names the lockKey.
 #[derive(Debug, thiserror::Error)]
@@ -287,9 +290,12 @@ fn query_error(lock_key: &str, source: tokio_postgres::Error) -> LockError {
 ///
 /// # Errors
 /// [`LockError::Lost`] when it does not; [`LockError::Query`] when the check failed.
-pub async fn ensure_still_held(client: &Client, identity: &LockIdentity) -> Result<(), LockError> {
-    let row = client
-        .query_typed_one(HELD_BY_ME_SQL, &[(&identity.key(), Type::INT8)])
+pub async fn ensure_still_held(
+    session: &Session,
+    identity: &LockIdentity,
+) -> Result<(), LockError> {
+    let row = session
+        .read_one(HELD_BY_ME, &[&identity.key()])
         .await
         .map_err(|source| LockError::Query {
             lock_key: identity.lock_key().to_owned(),

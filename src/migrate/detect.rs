@@ -9,6 +9,7 @@ use tokio_postgres::types::Type;
 
 use super::ownership::table_comment;
 use super::{BoxKind, Decision, Payload, Plan, RunError};
+use crate::db::{Read, Session};
 use crate::ident::QualifiedName;
 
 /// The table's columns straight from the catalog, looked up by namespace oid and name (an index
@@ -21,7 +22,7 @@ const COLUMNS_SQL: &str = "SELECT a.attname::text, pg_catalog.format_type(a.attt
      WHERE c.relnamespace = (SELECT oid FROM pg_catalog.pg_namespace WHERE nspname = $1) \
        AND c.relname = $2 AND c.relkind IN ('r', 'p', 'v', 'f')";
 
-/// The select list of [`CATALOG_SQL`]: whether the box table's schema exists, whether a history
+/// The select list of [`CATALOG`]: whether the box table's schema exists, whether a history
 /// table exists in `public` and in the box schema, and the table's columns (`$1` schema, `$2`
 /// table, `$3` history table name).
 macro_rules! catalog_columns {
@@ -40,7 +41,7 @@ macro_rules! catalog_columns {
     };
 }
 
-/// The source of [`CATALOG_SQL`]: the box table's oid, NULL when it does not exist.
+/// The source of [`CATALOG`]: the box table's oid, NULL when it does not exist.
 macro_rules! catalog_source {
     () => {
         " FROM (SELECT (SELECT c.oid FROM pg_catalog.pg_class c \
@@ -49,20 +50,29 @@ macro_rules! catalog_source {
     };
 }
 
-/// Everything about the box table's place in the catalog, in one round trip.
-const CATALOG_SQL: &str = concat!(catalog_columns!(), catalog_source!());
+/// The types of [`CATALOG`]'s and [`CATALOG_AND_HISTORY`]'s parameters.
+const CATALOG_PARAMS: &[Type] = &[Type::TEXT, Type::TEXT, Type::TEXT];
 
-/// [`CATALOG_SQL`] plus the highest version `public`'s history records for the table and the
+/// Everything about the box table's place in the catalog, in one round trip.
+const CATALOG: Read = Read {
+    sql: concat!(catalog_columns!(), catalog_source!()),
+    types: CATALOG_PARAMS,
+};
+
+/// [`CATALOG`] plus the highest version `public`'s history records for the table and the
 /// table's comment (its ownership record), in one statement and therefore one snapshot: a
 /// concurrent commit of a table together with its history row and record is seen whole or not at
 /// all. Fails with `42P01` while `public` has no history table.
-const CATALOG_AND_HISTORY_SQL: &str = concat!(
-    catalog_columns!(),
-    ", (SELECT MAX(h.\"MigrationVersion\") FROM \"public\".\"__BrighterMigrationHistory\" h \
-        WHERE h.\"SchemaName\" = $1 AND h.\"BoxTableName\" = $2), ",
-    table_comment!("t.oid"),
-    catalog_source!()
-);
+const CATALOG_AND_HISTORY: Read = Read {
+    sql: concat!(
+        catalog_columns!(),
+        ", (SELECT MAX(h.\"MigrationVersion\") FROM \"public\".\"__BrighterMigrationHistory\" h \
+            WHERE h.\"SchemaName\" = $1 AND h.\"BoxTableName\" = $2), ",
+        table_comment!("t.oid"),
+        catalog_source!()
+    ),
+    types: CATALOG_PARAMS,
+};
 
 /// What [`catalog_with_public_history`] read, all from one snapshot.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -228,15 +238,15 @@ pub fn decide(
 ///
 /// # Errors
 /// [`RunError`] classified from the database error.
-pub async fn catalog(client: &Client, table: &QualifiedName) -> Result<Catalog, RunError> {
+pub async fn catalog(session: &Session, table: &QualifiedName) -> Result<Catalog, RunError> {
     let op = "reading the catalog";
-    let row = client
-        .query_typed_one(
-            CATALOG_SQL,
+    let row = session
+        .read_one(
+            CATALOG,
             &[
-                (&table.schema.as_str(), Type::TEXT),
-                (&table.table.as_str(), Type::TEXT),
-                (&super::history::HISTORY_TABLE_NAME, Type::TEXT),
+                &table.schema.as_str(),
+                &table.table.as_str(),
+                &super::history::HISTORY_TABLE_NAME,
             ],
         )
         .await
@@ -251,17 +261,17 @@ pub async fn catalog(client: &Client, table: &QualifiedName) -> Result<Catalog, 
 /// # Errors
 /// [`RunError`] classified from the database error.
 pub async fn catalog_with_public_history(
-    client: &Client,
+    session: &Session,
     table: &QualifiedName,
 ) -> Result<Option<CatalogSnapshot>, RunError> {
     let op = "reading the catalog and the migration history";
-    let row = match client
-        .query_typed_one(
-            CATALOG_AND_HISTORY_SQL,
+    let row = match session
+        .read_one(
+            CATALOG_AND_HISTORY,
             &[
-                (&table.schema.as_str(), Type::TEXT),
-                (&table.table.as_str(), Type::TEXT),
-                (&super::history::HISTORY_TABLE_NAME, Type::TEXT),
+                &table.schema.as_str(),
+                &table.table.as_str(),
+                &super::history::HISTORY_TABLE_NAME,
             ],
         )
         .await

@@ -9,7 +9,7 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::types::Type;
 
 use super::{HistoryScope, RunError};
-use crate::db::pipeline;
+use crate::db::{Read, Session, pipeline};
 use crate::ident::{DEFAULT_SCHEMA, Ident, QualifiedName};
 
 /// The history table's name (quoted, mixed case).
@@ -24,6 +24,13 @@ pub const CREATE_RACE_SQLSTATES: [SqlState; 3] = [
     SqlState::DUPLICATE_OBJECT,
 ];
 
+/// [`HistoryTable::max_version_sql`] of `public`'s history, as a constant the session can keep
+/// prepared (a unit test holds the two texts equal).
+const PUBLIC_MAX_VERSION: Read = Read {
+    sql: "SELECT MAX(\"MigrationVersion\") FROM \"public\".\"__BrighterMigrationHistory\" \
+          WHERE \"SchemaName\" = $1 AND \"BoxTableName\" = $2",
+    types: &[Type::TEXT, Type::TEXT],
+};
 const SAVEPOINT: &str = "SAVEPOINT boxtable_history";
 /// Undoes a failed creation and leaves the savepoint, in one message.
 const ROLLBACK_TO_AND_RELEASE_SAVEPOINT: &str =
@@ -93,6 +100,7 @@ impl HistoryTable {
         )
     }
 
+    /// `SELECT MAX("MigrationVersion")` for one table (`$1` schema, `$2` table).
     fn max_version_sql(&self) -> String {
         format!(
             "SELECT MAX(\"MigrationVersion\") FROM {} WHERE \"SchemaName\" = $1 AND \"BoxTableName\" = $2",
@@ -231,20 +239,30 @@ pub async fn seed_from_public(
 /// # Errors
 /// [`RunError`] classified from the database error.
 pub async fn max_version(
-    client: &Client,
+    session: &Session,
     history: &HistoryTable,
     table: &QualifiedName,
 ) -> Result<Option<i32>, RunError> {
-    let row = client
-        .query_typed_one(
-            &history.max_version_sql(),
-            &[
-                (&table.schema.as_str(), Type::TEXT),
-                (&table.table.as_str(), Type::TEXT),
-            ],
-        )
-        .await
-        .map_err(RunError::query("reading the migration history", table))?;
+    let (schema, name) = (table.schema.as_str(), table.table.as_str());
+    let read = match history {
+        // One text for every table, so the session keeps it prepared.
+        HistoryTable::Public => {
+            session
+                .read_one(PUBLIC_MAX_VERSION, &[&schema, &name])
+                .await
+        }
+        // A text per schema: unnamed, so a session keeps no statement per tenant.
+        HistoryTable::InSchema(_) => {
+            session
+                .client()
+                .query_typed_one(
+                    &history.max_version_sql(),
+                    &[(&schema, Type::TEXT), (&name, Type::TEXT)],
+                )
+                .await
+        }
+    };
+    let row = read.map_err(RunError::query("reading the migration history", table))?;
     row.try_get(0)
         .map_err(RunError::query("reading the migration history", table))
 }
@@ -280,6 +298,13 @@ pub fn bootstrap_description(version: u32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_prepared_read_of_publics_highest_version_is_the_same_text_as_the_built_one() {
+        let built = HistoryTable::Public.max_version_sql();
+        let squeeze = |sql: &str| sql.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert_eq!(squeeze(PUBLIC_MAX_VERSION.sql), squeeze(&built));
+    }
 
     #[test]
     fn global_history_lives_in_public_and_per_schema_in_the_box_schema() {

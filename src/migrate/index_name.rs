@@ -4,23 +4,26 @@
 //! `CREATE INDEX IF NOT EXISTS` would then skip the index without an error and leave the table
 //! without it; the run refuses instead, naming both, before any statement changes anything.
 
-use tokio_postgres::Client;
 use tokio_postgres::types::Type;
 
 use super::Decision;
 use super::catalog::{causation_index_name, causation_index_stored_name, creates_causation_index};
 use super::{Plan, RunError};
+use crate::db::{Read, Session};
 
 /// What holds the name `$2` in schema `$1`: its kind (`pg_class.relkind`), its name, and, for an
 /// index, the schema-qualified table it is on. No row: the name is free.
-const NAME_HOLDER_SQL: &str = "SELECT c.relkind::text, c.relname::text, \
-            tn.nspname::text || '.' || t.relname::text \
-       FROM pg_catalog.pg_class c \
-       LEFT JOIN pg_catalog.pg_index x ON x.indexrelid = c.oid \
-       LEFT JOIN pg_catalog.pg_class t ON t.oid = x.indrelid \
-       LEFT JOIN pg_catalog.pg_namespace tn ON tn.oid = t.relnamespace \
-      WHERE c.relnamespace = (SELECT oid FROM pg_catalog.pg_namespace WHERE nspname = $1) \
-        AND c.relname = $2";
+const NAME_HOLDER: Read = Read {
+    sql: "SELECT c.relkind::text, c.relname::text, \
+                 tn.nspname::text || '.' || t.relname::text \
+            FROM pg_catalog.pg_class c \
+            LEFT JOIN pg_catalog.pg_index x ON x.indexrelid = c.oid \
+            LEFT JOIN pg_catalog.pg_class t ON t.oid = x.indrelid \
+            LEFT JOIN pg_catalog.pg_namespace tn ON tn.oid = t.relnamespace \
+           WHERE c.relnamespace = (SELECT oid FROM pg_catalog.pg_namespace WHERE nspname = $1) \
+             AND c.relname = $2",
+    types: &[Type::TEXT, Type::TEXT],
+};
 
 /// Checks, inside the migration transaction and before its statements, that the replay index
 /// the run is about to create can be created under its name: nothing in the table's schema holds
@@ -33,7 +36,7 @@ const NAME_HOLDER_SQL: &str = "SELECT c.relkind::text, c.relname::text, \
 /// # Idempotency
 /// Read-only.
 pub(super) async fn ensure_free(
-    client: &Client,
+    session: &Session,
     plan: &Plan,
     decision: Decision,
 ) -> Result<(), RunError> {
@@ -49,14 +52,8 @@ pub(super) async fn ensure_free(
     }
     let stored = causation_index_stored_name(table);
     let op = "looking up the replay index's name";
-    let rows = client
-        .query_typed(
-            NAME_HOLDER_SQL,
-            &[
-                (&table.schema.as_str(), Type::TEXT),
-                (&stored.as_str(), Type::TEXT),
-            ],
-        )
+    let rows = session
+        .read(NAME_HOLDER, &[&table.schema.as_str(), &stored.as_str()])
         .await
         .map_err(RunError::query(op, table))?;
     let Some(row) = rows.first() else {

@@ -2,11 +2,11 @@
 //! and its indexes) from the system catalog, and comparing it with the shape its recorded version
 //! implies (see [`super::drift`]). Read-only, without the lock.
 
-use tokio_postgres::Client;
 use tokio_postgres::types::Type;
 
 use super::drift::{self, ActualColumn, ActualIndex, ActualShape, DriftReport};
 use super::{Plan, RunError};
+use crate::db::{Read, Session};
 use crate::ident::QualifiedName;
 
 /// The table's oid from its schema (`$1`) and name (`$2`).
@@ -20,29 +20,35 @@ macro_rules! table_oid {
 
 /// Every live column in order: name, type with modifier, `NOT NULL`, and whether an insert may
 /// leave it out (a default, an identity or a generated column).
-const COLUMNS_SQL: &str = concat!(
-    "SELECT a.attname::text, pg_catalog.format_type(a.atttypid, a.atttypmod), a.attnotnull, \
-            a.atthasdef OR a.attidentity <> '' OR a.attgenerated <> '' \
-       FROM pg_catalog.pg_attribute a \
-      WHERE a.attrelid = ",
-    table_oid!(),
-    " AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum"
-);
+const COLUMNS: Read = Read {
+    sql: concat!(
+        "SELECT a.attname::text, pg_catalog.format_type(a.atttypid, a.atttypmod), a.attnotnull, \
+                a.atthasdef OR a.attidentity <> '' OR a.attgenerated <> '' \
+           FROM pg_catalog.pg_attribute a \
+          WHERE a.attrelid = ",
+        table_oid!(),
+        " AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum"
+    ),
+    types: &[Type::TEXT, Type::TEXT],
+};
 
 /// Every index: name, primary, unique, valid, partial, and its key columns in order (NULL for an
 /// expression; included non-key columns left out).
-const INDEXES_SQL: &str = concat!(
-    "SELECT i.relname::text, x.indisprimary, x.indisunique, x.indisvalid, x.indpred IS NOT NULL, \
-            ARRAY(SELECT a.attname::text \
-                    FROM unnest(x.indkey::int2[]) WITH ORDINALITY AS k(attnum, n) \
-                    LEFT JOIN pg_catalog.pg_attribute a \
-                      ON a.attrelid = x.indrelid AND a.attnum = k.attnum \
-                   WHERE k.n <= x.indnkeyatts ORDER BY k.n) \
-       FROM pg_catalog.pg_index x JOIN pg_catalog.pg_class i ON i.oid = x.indexrelid \
-      WHERE x.indrelid = ",
-    table_oid!(),
-    " ORDER BY i.relname"
-);
+const INDEXES: Read = Read {
+    sql: concat!(
+        "SELECT i.relname::text, x.indisprimary, x.indisunique, x.indisvalid, x.indpred IS NOT NULL, \
+                ARRAY(SELECT a.attname::text \
+                        FROM unnest(x.indkey::int2[]) WITH ORDINALITY AS k(attnum, n) \
+                        LEFT JOIN pg_catalog.pg_attribute a \
+                          ON a.attrelid = x.indrelid AND a.attnum = k.attnum \
+                       WHERE k.n <= x.indnkeyatts ORDER BY k.n) \
+           FROM pg_catalog.pg_index x JOIN pg_catalog.pg_class i ON i.oid = x.indexrelid \
+          WHERE x.indrelid = ",
+        table_oid!(),
+        " ORDER BY i.relname"
+    ),
+    types: &[Type::TEXT, Type::TEXT],
+};
 
 /// Reads the table's actual shape; `None` when the table does not exist. Both reads go out in
 /// one round trip.
@@ -50,17 +56,15 @@ const INDEXES_SQL: &str = concat!(
 /// # Errors
 /// [`RunError`] classified from the database error.
 pub async fn actual_shape(
-    client: &Client,
+    session: &Session,
     table: &QualifiedName,
 ) -> Result<Option<ActualShape>, RunError> {
     let op = "reading the table's shape";
-    let params: [(&(dyn tokio_postgres::types::ToSql + Sync), Type); 2] = [
-        (&table.schema.as_str(), Type::TEXT),
-        (&table.table.as_str(), Type::TEXT),
-    ];
+    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] =
+        [&table.schema.as_str(), &table.table.as_str()];
     let (columns, indexes) = futures::future::join(
-        client.query_typed(COLUMNS_SQL, &params),
-        client.query_typed(INDEXES_SQL, &params),
+        session.read(COLUMNS, &params),
+        session.read(INDEXES, &params),
     )
     .await;
     let rows = columns.map_err(RunError::query(op, table))?;
@@ -100,14 +104,14 @@ pub async fn actual_shape(
 /// # Idempotency
 /// Read-only.
 pub async fn drift(
-    client: &Client,
+    session: &Session,
     plan: &Plan,
     version: u32,
 ) -> Result<Option<DriftReport>, RunError> {
     if !comparable(plan, version) {
         return Ok(None);
     }
-    Ok(actual_shape(client, plan.table())
+    Ok(actual_shape(session, plan.table())
         .await?
         .and_then(|actual| compare(plan, version, &actual)))
 }

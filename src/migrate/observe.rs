@@ -46,7 +46,7 @@ pub async fn observe(session: &Session, plan: &Plan) -> Result<Observation, RunE
             "opening a read-only snapshot",
             plan.table(),
         ))?;
-    let facts = read_facts(client, plan, false).await;
+    let facts = read_facts(session, plan, false).await;
     let end = if facts.is_ok() { COMMIT } else { ROLLBACK };
     client.batch_execute(end).await.map_err(RunError::query(
         "closing the read-only snapshot",
@@ -101,7 +101,7 @@ pub async fn preview(session: &Session, plan: &Plan) -> Result<Preview, RunError
             plan.table(),
         ))?;
     let read = async {
-        let facts = read_facts(client, plan, false).await?;
+        let facts = read_facts(session, plan, false).await?;
         let public_history_exists = plan.history_scope() == HistoryScope::PerSchema
             && history::exists(client, &HistoryTable::Public, plan.table()).await?;
         Ok::<_, RunError>((facts, public_history_exists))
@@ -116,8 +116,8 @@ pub async fn preview(session: &Session, plan: &Plan) -> Result<Preview, RunError
     let history = plan.history().clone();
     let decision = detect::decide(plan, target, &facts, &history.quoted())?;
     let drift = match decision {
-        Decision::Normal { from, .. } => super::inspect::drift(client, plan, from).await?,
-        Decision::UpToDate { at } => super::inspect::drift(client, plan, at).await?,
+        Decision::Normal { from, .. } => super::inspect::drift(session, plan, from).await?,
+        Decision::UpToDate { at } => super::inspect::drift(session, plan, at).await?,
         Decision::Fresh { .. } | Decision::Bootstrap { .. } => None,
     };
     Ok(Preview {

@@ -17,7 +17,7 @@ use super::inspect;
 use super::ownership;
 use super::statements::{self, Param, Purpose, Statement};
 use super::{HistoryScope, Outcome, Plan, RunError};
-use crate::db::{Session, pipeline};
+use crate::db::{Read, Session, pipeline};
 use crate::lock::{self, Holder, LockError, LockIdentity, Wait};
 
 const BEGIN: &str = "BEGIN";
@@ -26,7 +26,10 @@ const ROLLBACK: &str = "ROLLBACK";
 /// Unnamed statement (works through any pooler, so a pooler is detected rather than failing here).
 const PREFLIGHT_SQL: &str = "SELECT pg_backend_pid(), pg_is_in_recovery()";
 /// `SET LOCAL` with a bound value: `set_config(name, value, is_local => true)`.
-const SET_LOCAL_SQL: &str = "SELECT set_config($1, $2, true)";
+const SET_LOCAL: Read = Read {
+    sql: "SELECT set_config($1, $2, true)",
+    types: &[Type::TEXT, Type::TEXT],
+};
 
 /// Brings `plan.table()` to its target version, exactly as Brighter's runner would.
 ///
@@ -99,7 +102,6 @@ where
     let target = plan.target();
     plan.kind().check_contiguous().map_err(RunError::Catalog)?;
     let session = &*session;
-    let client = session.client();
     let identity = plan.lock();
     let found = before_lock(session, identity, cancel, lock_free_reads(session, plan)).await;
     let known_latest = plan.kind().latest();
@@ -132,7 +134,7 @@ where
         cancel,
         on_waiting,
         || async {
-            match up_to_date_without_lock(client, plan, target).await {
+            match up_to_date_without_lock(session, plan, target).await {
                 Ok(Some(at)) => {
                     done_by_holder.store(at, std::sync::atomic::Ordering::Relaxed);
                     false
@@ -164,11 +166,11 @@ where
                 transient: withdrawal.transient,
             });
         }
-        migrate(client, plan, identity, target).await
+        migrate(session, plan, identity, target).await
     };
     // The shape for the drift check is read with the unlock, once the change has committed.
     let shape = async {
-        inspect::actual_shape(client, plan.table())
+        inspect::actual_shape(session, plan.table())
             .await
             .ok()
             .flatten()
@@ -213,10 +215,9 @@ async fn lock_free_reads(
     session: &Session,
     plan: &Plan,
 ) -> Result<Option<(u32, Option<ActualShape>)>, RunError> {
-    let client = session.client();
     let shape = async {
         if plan.history_scope() == HistoryScope::Global {
-            inspect::actual_shape(client, plan.table())
+            inspect::actual_shape(session, plan.table())
                 .await
                 .ok()
                 .flatten()
@@ -226,7 +227,7 @@ async fn lock_free_reads(
     };
     let (checked, found, shape) = futures::future::join3(
         preflight(session, plan, plan.lock()),
-        up_to_date_without_lock(client, plan, plan.target()),
+        up_to_date_without_lock(session, plan, plan.target()),
         shape,
     )
     .await;
@@ -246,14 +247,14 @@ async fn lock_free_reads(
 /// path, which re-reads everything under the lock. PerSchema tables always take the locked path,
 /// which also seeds their history from `public`.
 async fn up_to_date_without_lock(
-    client: &Client,
+    session: &Session,
     plan: &Plan,
     target: u32,
 ) -> Result<Option<u32>, RunError> {
     if plan.history_scope() != HistoryScope::Global {
         return Ok(None);
     }
-    let Some(found) = detect::catalog_with_public_history(client, plan.table()).await? else {
+    let Some(found) = detect::catalog_with_public_history(session, plan.table()).await? else {
         return Ok(None);
     };
     let facts = Facts {
@@ -377,10 +378,10 @@ pub(super) struct StillHeld(());
 /// # Errors
 /// [`LockError::Lost`] (as a [`RunError`]) when the lock is gone; a failed query.
 pub(super) async fn still_held(
-    client: &Client,
+    session: &Session,
     identity: &LockIdentity,
 ) -> Result<StillHeld, RunError> {
-    lock::ensure_still_held(client, identity)
+    lock::ensure_still_held(session, identity)
         .await
         .map_err(RunError::from)?;
     Ok(StillHeld(()))
@@ -419,7 +420,7 @@ pub(super) async fn locked<T, A>(
         // `SET LOCAL` goes out with `BEGIN` (it has no effect outside a transaction), and a
         // failed `BEGIN` fails the run before any of the work is sent.
         let (begun, set) =
-            futures::future::join(client.batch_execute(BEGIN), set_local(client, plan)).await;
+            futures::future::join(client.batch_execute(BEGIN), set_local(session, plan)).await;
         begun.map_err(RunError::query("opening the transaction", table))?;
         set?;
         let (value, StillHeld(())) = work.await?;
@@ -439,7 +440,7 @@ pub(super) async fn locked<T, A>(
     let mut closing = std::pin::pin!(async {
         futures::join!(
             client.batch_execute(COMMIT),
-            lock::blocked_on(client, identity),
+            lock::blocked_on(session, identity),
             lock::release(session, identity),
             after,
         )
@@ -527,7 +528,7 @@ async fn roll_back_and_unlock(
 }
 
 /// `SET LOCAL lock_timeout` / `statement_timeout` from the plan, inside the transaction.
-async fn set_local(client: &Client, plan: &Plan) -> Result<(), RunError> {
+async fn set_local(session: &Session, plan: &Plan) -> Result<(), RunError> {
     let settings = [
         ("lock_timeout", plan.ddl().lock_timeout),
         ("statement_timeout", plan.ddl().statement_timeout),
@@ -535,8 +536,8 @@ async fn set_local(client: &Client, plan: &Plan) -> Result<(), RunError> {
     for (name, value) in settings {
         let Some(value) = value else { continue };
         let millis = format!("{}ms", value.as_millis().max(1));
-        client
-            .query_typed_one(SET_LOCAL_SQL, &[(&name, Type::TEXT), (&millis, Type::TEXT)])
+        session
+            .read_one(SET_LOCAL, &[&name, &millis])
             .await
             .map_err(RunError::query("setting the DDL timeouts", plan.table()))?;
     }
@@ -551,22 +552,23 @@ async fn set_local(client: &Client, plan: &Plan) -> Result<(), RunError> {
 /// still reported as [`RunError::SchemaNotFound`] (the catalog read is looked at first, and the
 /// transaction that tried to create the history table is rolled back).
 pub(super) async fn read_facts(
-    client: &Client,
+    session: &Session,
     plan: &Plan,
     ensure: bool,
 ) -> Result<Facts, RunError> {
+    let client = session.client();
     let table = plan.table();
     let history = plan.history().clone();
     if ensure {
         let per_schema = plan.history_scope() == HistoryScope::PerSchema;
         let (catalog, ensured, version) = futures::future::join3(
-            detect::catalog(client, table),
+            detect::catalog(session, table),
             history::ensure_table(client, &history, table),
             async {
                 if per_schema {
                     None
                 } else {
-                    Some(history::max_version(client, &history, table).await)
+                    Some(history::max_version(session, &history, table).await)
                 }
             },
         )
@@ -581,11 +583,11 @@ pub(super) async fn read_facts(
         let history_version = match version {
             // A concurrent creation aborted the transaction back to the savepoint before the
             // version read ran: read again now that it is rolled back.
-            Some(_) if raced => history::max_version(client, &history, table).await?,
+            Some(_) if raced => history::max_version(session, &history, table).await?,
             Some(version) => version?,
             None => {
                 history::seed_from_public(client, &history, table).await?;
-                history::max_version(client, &history, table).await?
+                history::max_version(session, &history, table).await?
             }
         };
         return Ok(Facts {
@@ -593,7 +595,7 @@ pub(super) async fn read_facts(
             history_version,
         });
     }
-    let catalog = detect::catalog(client, table).await?;
+    let catalog = detect::catalog(session, table).await?;
     if !catalog.schema_exists {
         return Err(RunError::SchemaNotFound {
             schema: table.schema.to_string(),
@@ -615,7 +617,7 @@ pub(super) async fn read_facts(
     }
     let mut history_version = None;
     for source in sources {
-        let v = history::max_version(client, &source, table).await?;
+        let v = history::max_version(session, &source, table).await?;
         history_version = history_version.max(v);
     }
     Ok(Facts {
@@ -633,19 +635,20 @@ pub(super) async fn read_facts(
 /// The first failing step aborts the transaction, so every later one fails with `25P02` without
 /// doing anything; the first failure is the one reported, and the caller rolls back.
 async fn migrate(
-    client: &Client,
+    session: &Session,
     plan: &Plan,
     identity: &LockIdentity,
     target: u32,
 ) -> Result<(Decision, StillHeld), RunError> {
+    let client = session.client();
     let history = plan.history().clone();
-    let facts = read_facts(client, plan, true).await?;
+    let facts = read_facts(session, plan, true).await?;
     let owner = plan.owner();
     if let (Some(owner), Some(_)) = (owner, &facts.table) {
         ownership::ensure_owner(client, plan.table(), owner, ownership::Origin::Adopted).await?;
     }
     let decision = detect::decide(plan, target, &facts, &history.quoted())?;
-    super::index_name::ensure_free(client, plan, decision).await?;
+    super::index_name::ensure_free(session, plan, decision).await?;
     let steps = statements::steps(plan, decision);
     // A table this transaction creates is recorded as its owner's without a read: it has no
     // comment yet.
@@ -670,7 +673,7 @@ async fn migrate(
                 .collect(),
         ),
         record,
-        still_held(client, identity),
+        still_held(session, identity),
     );
     applied.into_iter().collect::<Result<Vec<()>, RunError>>()?;
     recorded?;

@@ -138,7 +138,7 @@ pub async fn drop_box_table(
             DropVerdict::Kept { .. } | DropVerdict::Blocked(_) => 0,
         };
         tracing::debug!(table = %table, ?verdict, history_rows_deleted, "drop decided");
-        let held = still_held(client, identity).await?;
+        let held = still_held(session, identity).await?;
         let outcome = DropOutcome {
             verdict,
             history_rows_deleted,

@@ -177,9 +177,7 @@ where
         if outcome.drift.is_some() {
             return Ok((outcome, left));
         }
-        outcome.drift = match migrate::inspect::drift(session.client(), plan, outcome.to_version)
-            .await
-        {
+        outcome.drift = match migrate::inspect::drift(session, plan, outcome.to_version).await {
             Ok(report) => report,
             Err(error) => {
                 tracing::warn!(table = %plan.table(), error = %crate::report::chain(&error), "reading the table's shape for the drift check failed");

@@ -3,12 +3,15 @@
 
 use tokio_postgres::types::Type;
 
-use crate::db::Session;
+use crate::db::{Read, Session};
 
 /// Run on a session taken from the idle list, before it is lent: names it for the pass (so a lock
 /// holder is recognisable in `pg_stat_activity`) and reads the backend pid, which must be the one
 /// the session connected to (another one means a pooler in between, or a replaced connection).
-const CHECKOUT_SQL: &str = "SELECT set_config('application_name', $1, false), pg_backend_pid()";
+const CHECKOUT: Read = Read {
+    sql: "SELECT set_config('application_name', $1, false), pg_backend_pid()",
+    types: &[Type::TEXT],
+};
 /// Run before a session goes back to the idle list: no transaction block is open and the session
 /// holds no advisory lock. Outside a block a statement is the first of its own transaction, so its
 /// start is the transaction's start; inside one the transaction started earlier. Sent as a simple
@@ -17,7 +20,9 @@ const CHECKOUT_SQL: &str = "SELECT set_config('application_name', $1, false), pg
 const CLEAN_SQL: &str = "SELECT statement_timestamp() = transaction_timestamp(), \
      NOT EXISTS (SELECT 1 FROM pg_locks WHERE pid = pg_backend_pid() AND locktype = 'advisory')";
 
-/// Names the session for the pass and checks it reaches the backend it connected to.
+/// Names the session for the pass and checks it reaches the backend it connected to; the reads
+/// the session ran unnamed since it was last lent are prepared in the same round trip (see
+/// `crate::db::prepared`).
 pub(super) async fn check_out(
     session: &Session,
     application_name: &str,
@@ -26,11 +31,12 @@ pub(super) async fn check_out(
         return Err("closed");
     }
     let name = crate::db::session::application_name_prefix(application_name);
-    let row = session
-        .client()
-        .query_typed_one(CHECKOUT_SQL, &[(&name, Type::TEXT)])
-        .await
-        .map_err(|_| "the check failed")?;
+    let (checked, ()) = futures::future::join(
+        session.read_one(CHECKOUT, &[&name]),
+        session.prepare_reads(),
+    )
+    .await;
+    let row = checked.map_err(|_| "the check failed")?;
     let pid: i32 = row.try_get(1).map_err(|_| "the check failed")?;
     if pid != session.backend_pid() {
         return Err("another backend answered");

@@ -6,5 +6,6 @@ mod connection_strings;
 mod controller_sessions;
 mod pool;
 mod pooler;
+mod prepared_reads;
 mod server_events;
 mod tls_auth;

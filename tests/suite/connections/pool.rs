@@ -27,7 +27,7 @@ use crate::support::{advisory_locks, operator_sessions};
 
 /// Counts what the pool reports.
 #[derive(Default)]
-struct Counts {
+pub(super) struct Counts {
     opened: Mutex<HashMap<&'static str, u64>>,
     closed: Mutex<HashMap<&'static str, u64>>,
 }
@@ -51,7 +51,7 @@ impl Counts {
     fn opened(&self, why: Opened) -> u64 {
         count_of(&self.opened, why.as_str())
     }
-    fn opened_total(&self) -> u64 {
+    pub(super) fn opened_total(&self) -> u64 {
         self.opened.lock().unwrap().values().sum()
     }
     fn closed(&self, why: Closed) -> u64 {
@@ -64,7 +64,7 @@ fn pool_with(settings: PoolSettings) -> (SessionPool, Arc<Counts>) {
     (SessionPool::with_events(settings, counts.clone()), counts)
 }
 
-fn pool(per_target: usize) -> (SessionPool, Arc<Counts>) {
+pub(super) fn pool(per_target: usize) -> (SessionPool, Arc<Counts>) {
     pool_with(PoolSettings {
         per_target,
         ..PoolSettings::default()
@@ -82,7 +82,11 @@ fn target<'a>(connection: &'a Connection, app: &'a str) -> Target<'a> {
 }
 
 /// One migration of `plan` through the pool, with a gate that lets it through.
-async fn migrate(pool: &SessionPool, url: &str, plan: &Plan) -> Result<Outcome, PassError> {
+pub(super) async fn migrate(
+    pool: &SessionPool,
+    url: &str,
+    plan: &Plan,
+) -> Result<Outcome, PassError> {
     migrate_from(pool, url, plan, Some(SOURCE)).await
 }
 

@@ -11,8 +11,8 @@ use crate::support::Sql;
 use crate::support::migrate::*;
 
 async fn drift_of(db: &support::TestDb, plan: &Plan, version: u32) -> DriftReport {
-    let client = db.connect().await;
-    migrate::inspect::drift(&client, plan, version)
+    let session = session(db).await;
+    migrate::inspect::drift(&session, plan, version)
         .await
         .unwrap()
         .expect("the table exists at a known version")

@@ -311,7 +311,7 @@ async fn terminating_the_holders_backend_frees_the_lock_for_the_next_session() {
         .await
         .unwrap();
     assert!(report.waited < Duration::from_secs(60));
-    assert!(lock::ensure_still_held(next.client(), &id).await.is_ok());
+    assert!(lock::ensure_still_held(&next, &id).await.is_ok());
 }
 
 #[tokio::test]

@@ -1,7 +1,8 @@
 //! A pass-through TCP proxy in front of the test PostgreSQL that records every statement a
 //! client sends, as the server receives it: the text of each simple Query, and of each Parse
-//! with the values of the Bind that executes it. Nothing is changed on the way; the proxy reads
-//! the frontend protocol only to take notes (clients must connect with `sslmode=disable`).
+//! with the values and the statement name of the Bind that executes it. Nothing is changed on
+//! the way; the proxy reads the frontend protocol only to take notes (clients must connect with
+//! `sslmode=disable`).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -17,6 +18,9 @@ pub struct Sent {
     pub sql: String,
     /// The bound values (binary or text format as the client sent them); empty for a Query.
     pub params: Vec<Option<Vec<u8>>>,
+    /// The prepared statement's name the Bind executed; empty for an unnamed statement and for a
+    /// Query.
+    pub statement: String,
 }
 
 /// The proxy: where to connect, and what it has seen.
@@ -100,6 +104,7 @@ async fn relay(
                 notes.lock().unwrap().push(Sent {
                     sql,
                     params: Vec::new(),
+                    statement: String::new(),
                 });
             }
             b'P' => {
@@ -130,7 +135,11 @@ async fn relay(
                     }
                 }
                 let sql = prepared.get(&name).cloned().unwrap_or_default();
-                notes.lock().unwrap().push(Sent { sql, params });
+                notes.lock().unwrap().push(Sent {
+                    sql,
+                    params,
+                    statement: name,
+                });
             }
             b'X' => return Ok(()),
             _ => {}
