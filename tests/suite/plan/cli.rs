@@ -38,7 +38,7 @@ fn write(dir: &Path, name: &str, body: &str) -> String {
 /// The statements a run changed the database with: what the server received minus reads,
 /// transaction control and session settings.
 fn changes(sent: &[support::wire::Sent]) -> Vec<(String, Vec<Option<Vec<u8>>>)> {
-    const NOT_CHANGES: [&str; 8] = [
+    const NOT_CHANGES: [&str; 9] = [
         "SELECT",
         "BEGIN",
         "COMMIT",
@@ -46,6 +46,7 @@ fn changes(sent: &[support::wire::Sent]) -> Vec<(String, Vec<Option<Vec<u8>>>)> 
         "SAVEPOINT",
         "RELEASE",
         "SET",
+        "RESET",
         "SHOW",
     ];
     sent.iter()
