@@ -123,10 +123,10 @@ impl Prepared {
     ///
     /// Preparing a read locks the tables it names as reading them would, so a prepare could queue
     /// behind a transaction that holds one of them (an `ALTER` of `public`'s history): the prepares
-    /// run under a lock timeout of 50 ms ([`SET_PREPARE_LOCK_TIMEOUT`]), set for them and reset after them in the same round
-    /// trip, so lending a session never waits on a table lock for longer than that per read; a
-    /// read that timed out stays unnamed, and its next execution queues where a pass can be
-    /// cancelled.
+    /// run under a lock timeout of 50 ms ([`SET_PREPARE_LOCK_TIMEOUT`]), set for them and reset
+    /// after them in the same round trip, so lending a session never waits on a table lock for
+    /// longer than that per read; a read that timed out stays unnamed, and its next execution
+    /// queues where a pass can be cancelled.
     pub(super) async fn prepare_wanted(&self, client: &Client) {
         let wanted = std::mem::take(&mut self.state().wanted);
         if wanted.is_empty() {
