@@ -101,15 +101,28 @@ for filter in "${isolated[@]}" "${node_modules[@]}"; do skip+=(--skip "$filter")
 # failed, so a red run shows every failure at once.
 status=0
 interruptible cargo test --workspace --no-fail-fast -- "${skip[@]}" || status=$?
-interruptible cargo test --test suite --no-fail-fast -- --test-threads 1 "${isolated[@]}" || status=$?
+# The matrix runs the PostgreSQL-facing suites on the other supported majors, each on a server of
+# its own and in a test process of its own (no control plane, nothing this binary's process
+# shares), so it runs beside the isolated phase, which mostly waits, two majors at a time.
+matrix_phase=
 if [ -n "$pg_matrix" ]; then
-  # This run has just used the machine's server; the matrix takes every other supported major,
-  # two at a time.
   . scripts/pg-install.sh
   system_major=$("$(pg_bindir)/postgres" --version | awk '{split($3, v, "."); print v[1]}')
   others=$(tr ' ' '\n' <<<"$PG_SUPPORTED_MAJORS" | grep -vx "$system_major" | tr '\n' ' ')
-  echo "test.sh: the main suite ran on PostgreSQL $system_major; the matrix runs $others" >&2
-  PG_MAJORS=$others PG_MATRIX_JOBS=2 interruptible scripts/pg-matrix.sh || status=$?
+  echo "test.sh: the main suite ran on PostgreSQL $system_major; the matrix runs $others beside the isolated phase" >&2
+  matrix_output=$(mktemp "${TMPDIR:-/tmp}/boxtable-pg-matrix.XXXXXX")
+  PG_MAJORS=$others PG_MATRIX_JOBS=2 setsid scripts/pg-matrix.sh >"$matrix_output" 2>&1 &
+  matrix_phase=$!
+  existing=$(eval "set -- $(trap -p EXIT)"; printf '%s' "${3:-}")
+  trap "kill -TERM -- -$matrix_phase 2>/dev/null && wait $matrix_phase; rm -f '$matrix_output'${existing:+; $existing}" EXIT
+fi
+interruptible cargo test --test suite --no-fail-fast -- --test-threads 1 "${isolated[@]}" || status=$?
+if [ -n "$matrix_phase" ]; then
+  matrix_status=0
+  wait "$matrix_phase" || matrix_status=$?
+  echo "test.sh: the PostgreSQL matrix (scripts/pg-matrix.sh) ended with status $matrix_status:" >&2
+  cat "$matrix_output"
+  [ "$matrix_status" -eq 0 ] || status=$matrix_status
 fi
 if [ -n "$node_phase" ]; then
   node_status=0
