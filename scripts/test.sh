@@ -109,6 +109,7 @@ if [ -n "$pg_matrix" ]; then
   . scripts/pg-install.sh
   system_major=$("$(pg_bindir)/postgres" --version | awk '{split($3, v, "."); print v[1]}')
   others=$(tr ' ' '\n' <<<"$PG_SUPPORTED_MAJORS" | grep -vx "$system_major" | tr '\n' ' ')
+  others=${others% }
   echo "test.sh: the main suite ran on PostgreSQL $system_major; the matrix runs $others beside the isolated phase" >&2
   matrix_output=$(mktemp "${TMPDIR:-/tmp}/boxtable-pg-matrix.XXXXXX")
   PG_MAJORS=$others PG_MATRIX_JOBS=2 setsid scripts/pg-matrix.sh >"$matrix_output" 2>&1 &
