@@ -118,18 +118,18 @@ if [ -n "$pg_matrix" ]; then
   trap "kill -TERM -- -$matrix_phase 2>/dev/null && wait $matrix_phase; rm -f '$matrix_output'${existing:+; $existing}" EXIT
 fi
 interruptible cargo test --test suite --no-fail-fast -- --test-threads 1 "${isolated[@]}" || status=$?
+# Waits for a phase that ran beside the rest, prints its output and keeps its failure.
+await_beside() {
+  local what=$1 pid=$2 output=$3 phase_status=0
+  wait "$pid" || phase_status=$?
+  echo "test.sh: $what, which ran beside the rest, ended with status $phase_status:" >&2
+  cat "$output"
+  [ "$phase_status" -eq 0 ] || status=$phase_status
+}
 if [ -n "$matrix_phase" ]; then
-  matrix_status=0
-  wait "$matrix_phase" || matrix_status=$?
-  echo "test.sh: the PostgreSQL matrix (scripts/pg-matrix.sh) ended with status $matrix_status:" >&2
-  cat "$matrix_output"
-  [ "$matrix_status" -eq 0 ] || status=$matrix_status
+  await_beside "the PostgreSQL matrix (scripts/pg-matrix.sh)" "$matrix_phase" "$matrix_output"
 fi
 if [ -n "$node_phase" ]; then
-  node_status=0
-  wait "$node_phase" || node_status=$?
-  echo "test.sh: the node tests (scripts/test-node.sh), which ran beside the rest, ended with status $node_status:" >&2
-  cat "$node_output"
-  [ "$node_status" -eq 0 ] || status=$node_status
+  await_beside "the node tests (scripts/test-node.sh)" "$node_phase" "$node_output"
 fi
 exit "$status"
