@@ -100,7 +100,11 @@ for filter in "${isolated[@]}" "${node_modules[@]}"; do skip+=(--skip "$filter")
 # Every test binary runs even after one fails, and the isolated phase runs even after the main one
 # failed, so a red run shows every failure at once.
 status=0
-interruptible cargo test --workspace --no-fail-fast -- "${skip[@]}" || status=$?
+# The suite's tests spend most of their time waiting on the servers they talk to, so the main
+# phase runs one test more at a time than the machine has CPUs (RUST_TEST_THREADS overrides).
+threads=()
+[ -n "${RUST_TEST_THREADS:-}" ] || threads=(--test-threads "$(($(nproc) + 1))")
+interruptible cargo test --workspace --no-fail-fast -- "${threads[@]}" "${skip[@]}" || status=$?
 # The matrix runs the PostgreSQL-facing suites on the other supported majors, each on a server of
 # its own and in a test process of its own (no control plane, nothing this binary's process
 # shares), so it runs beside the isolated phase, which mostly waits, two majors at a time.
