@@ -23,9 +23,9 @@ if [ -z "${DATABASE_URL:-}" ]; then
   pg_start
 fi
 
-# --pg-matrix (what CI runs): everything below, and once the main and isolated phases are done,
-# the PostgreSQL-facing suites on every other supported major (scripts/pg-matrix.sh), while the
-# node tests finish beside them.
+# --pg-matrix (what CI runs): everything below, and once the main phase is done, the
+# PostgreSQL-facing suites on every other supported major (scripts/pg-matrix.sh) beside the
+# isolated phase, while the node tests finish beside them all.
 pg_matrix=
 if [ "$#" -eq 1 ] && [ "$1" = --pg-matrix ]; then
   pg_matrix=1
