@@ -67,6 +67,9 @@ pub struct Session {
     backend_pid: i32,
     server_version_num: i32,
     preflight_passed: AtomicBool,
+    /// Whether anything but the fixed reads ran since the session was last kept idle: every
+    /// statement that can open a transaction block or take a lock goes through [`Session::client`].
+    beyond_reads: AtomicBool,
     lock_statements: LockStatements,
     prepared: Prepared,
     connection: JoinHandle<()>,
@@ -216,15 +219,32 @@ impl Session {
             backend_pid,
             server_version_num,
             preflight_passed: AtomicBool::new(false),
+            beyond_reads: AtomicBool::new(false),
             lock_statements,
             prepared: Prepared::default(),
             connection,
         })
     }
 
-    /// The client for queries on this session.
+    /// The client for queries on this session. Whatever runs through it may leave a transaction
+    /// block open or a lock held, so the pool checks the session before keeping it (see
+    /// [`Session::only_read_since_kept`]).
     pub fn client(&self) -> &Client {
+        self.beyond_reads.store(true, Ordering::Relaxed);
         &self.client
+    }
+
+    /// Whether only the fixed reads ([`Session::read`], [`Session::read_one`]) ran on this
+    /// session since it was opened or last kept idle. Each is one `SELECT` in a transaction of its
+    /// own, so none can leave a transaction block open or a lock held, and the pool keeps such a
+    /// session without asking the server.
+    pub fn only_read_since_kept(&self) -> bool {
+        !self.beyond_reads.load(Ordering::Relaxed)
+    }
+
+    /// Records that the pool found the session clean and keeps it idle.
+    pub fn mark_kept(&self) {
+        self.beyond_reads.store(false, Ordering::Relaxed);
     }
 
     /// The server process id of this session, read once at connect. A different pid later (or

@@ -453,14 +453,19 @@ impl PooledSession<'_> {
 
     /// Returns the session to the idle list after a run that ended cleanly (committed or rolled
     /// back, its lock released with `pg_advisory_unlock` returning true), once the server confirms
-    /// that no transaction is open and no advisory lock is held; otherwise closes it.
+    /// that no transaction is open and no advisory lock is held; otherwise closes it. A session
+    /// that only ran the fixed reads since it was last kept (a periodic check of a current table)
+    /// cannot hold either, and is kept without asking.
     pub async fn give_back(self) {
         let PooledSession { session, mut lent } = self;
         lent.handed_back = true;
         let keep_none = lent.pool.state().keep_none;
         if keep_none {
             lent.pool.discard(session, Closed::Shutdown);
+        } else if session.only_read_since_kept() && !session.is_closed() {
+            lent.pool.put_idle(&lent.key, session);
         } else if is_clean(&session).await {
+            session.mark_kept();
             lent.pool.put_idle(&lent.key, session);
         } else {
             tracing::warn!(target = ?lent.key, "a session was not idle after a clean run (open transaction or advisory lock); closing it");

@@ -11,7 +11,7 @@ use std::time::Duration;
 use boxtable_operator::db::pool::{CheckoutError, Closed, Opened, PoolEvents};
 use boxtable_operator::db::{Connection, PoolSettings, SessionKey, SessionPool};
 use boxtable_operator::migrate::runner::Withdrawal;
-use boxtable_operator::migrate::{Outcome, Plan, RunError};
+use boxtable_operator::migrate::{Outcome, Plan, RunError, RunPath};
 use boxtable_operator::pass::{self, PassError, Target};
 use tokio_postgres::Client;
 use tokio_util::sync::CancellationToken;
@@ -316,6 +316,70 @@ async fn a_session_handed_back_inside_a_transaction_or_holding_an_advisory_lock_
     }
     assert_eq!(counts.closed(Closed::Broken), 2);
     all_sessions_end(&observer, "the unclean sessions to end").await;
+}
+
+#[tokio::test]
+async fn a_session_that_only_read_is_kept_without_the_clean_check_and_any_other_is_checked() {
+    let db = support::fresh_db().await;
+    let observer = db.connect().await;
+    let proxy = support::wire::start(support::wire::upstream(&db.config())).await;
+    let url = support::wire::through(&db.config(), proxy.addr);
+    let clean_checks = || {
+        proxy
+            .sent()
+            .iter()
+            .filter(|s| {
+                s.sql
+                    .contains("statement_timestamp() = transaction_timestamp()")
+            })
+            .count()
+    };
+    let (pool, counts) = pool(1);
+    let plan = outbox("outbox").build();
+    let first = migrate(&pool, &url, &plan).await.unwrap();
+    assert_eq!(first.path, RunPath::Fresh);
+    assert_eq!(clean_checks(), 1, "a pass that took the lock is checked");
+    // Up to date: the lending check and the lock-free read, fixed reads only.
+    for _ in 0..3 {
+        let again = migrate(&pool, &url, &plan).await.unwrap();
+        assert_eq!(again.path, RunPath::UpToDate);
+    }
+    assert_eq!(
+        clean_checks(),
+        1,
+        "passes that only read are kept unchecked"
+    );
+    let other = migrate(&pool, &url, &outbox("outbox_b").build())
+        .await
+        .unwrap();
+    assert_eq!(other.path, RunPath::Fresh);
+    assert_eq!(
+        clean_checks(),
+        2,
+        "the next pass that took a lock is checked"
+    );
+    // Anything run outside the fixed reads is checked too, and found unclean.
+    let key = SessionKey::of(&Connection::parse(&url).unwrap());
+    let mut lent = pool
+        .checkout(
+            &key,
+            None,
+            "boxtable-operator/test/unclean",
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    lent.session()
+        .client()
+        .batch_execute("SELECT pg_advisory_lock(74726, 2)")
+        .await
+        .unwrap();
+    lent.give_back().await;
+    assert_eq!(clean_checks(), 3);
+    assert_eq!(pool.sizes(), (0, 0), "not kept with the lock");
+    assert_eq!(counts.opened_total(), 1, "one session for every pass");
+    assert_eq!(counts.closed(Closed::Broken), 1);
+    all_sessions_end(&observer, "the session to end").await;
 }
 
 #[tokio::test]
