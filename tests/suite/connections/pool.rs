@@ -324,28 +324,22 @@ async fn a_session_that_only_read_is_kept_without_the_clean_check_and_any_other_
     let observer = db.connect().await;
     let proxy = support::wire::start(support::wire::upstream(&db.config())).await;
     let url = support::wire::through(&db.config(), proxy.addr);
-    let clean_checks = || {
-        proxy
-            .sent()
-            .iter()
-            .filter(|s| {
-                s.sql
-                    .contains("statement_timestamp() = transaction_timestamp()")
-            })
-            .count()
-    };
     let (pool, counts) = pool(1);
     let plan = outbox("outbox").build();
     let first = migrate(&pool, &url, &plan).await.unwrap();
     assert_eq!(first.path, RunPath::Fresh);
-    assert_eq!(clean_checks(), 1, "a pass that took the lock is checked");
+    assert_eq!(
+        clean_checks(&proxy),
+        1,
+        "a pass that took the lock is checked"
+    );
     // Up to date: the lending check and the lock-free read, fixed reads only.
     for _ in 0..3 {
         let again = migrate(&pool, &url, &plan).await.unwrap();
         assert_eq!(again.path, RunPath::UpToDate);
     }
     assert_eq!(
-        clean_checks(),
+        clean_checks(&proxy),
         1,
         "passes that only read are kept unchecked"
     );
@@ -354,7 +348,7 @@ async fn a_session_that_only_read_is_kept_without_the_clean_check_and_any_other_
         .unwrap();
     assert_eq!(other.path, RunPath::Fresh);
     assert_eq!(
-        clean_checks(),
+        clean_checks(&proxy),
         2,
         "the next pass that took a lock is checked"
     );
@@ -375,7 +369,7 @@ async fn a_session_that_only_read_is_kept_without_the_clean_check_and_any_other_
         .await
         .unwrap();
     lent.give_back().await;
-    assert_eq!(clean_checks(), 3);
+    assert_eq!(clean_checks(&proxy), 3);
     assert_eq!(pool.sizes(), (0, 0), "not kept with the lock");
     assert_eq!(counts.opened_total(), 1, "one session for every pass");
     assert_eq!(counts.closed(Closed::Broken), 1);
@@ -639,6 +633,19 @@ async fn a_failed_open_ahead_is_the_first_checkouts_failure_without_connecting_a
     server.abort();
 }
 
+/// How many times the pool asked the server, through `proxy`, whether a session was clean before
+/// keeping it.
+fn clean_checks(proxy: &support::wire::Capture) -> usize {
+    proxy
+        .sent()
+        .iter()
+        .filter(|s| {
+            s.sql
+                .contains("statement_timestamp() = transaction_timestamp()")
+        })
+        .count()
+}
+
 /// Waits until the operator's sessions in the test database have ended (`what` names them), then
 /// requires that no advisory lock is left.
 async fn all_sessions_end(observer: &Client, what: &str) {
@@ -655,21 +662,11 @@ async fn a_pool_that_keeps_none_lends_its_session_opened_ahead_and_closes_it_unc
     let observer = db.connect().await;
     let proxy = support::wire::start(support::wire::upstream(&db.config())).await;
     let url = support::wire::through(&db.config(), proxy.addr);
-    let clean_checks = || {
-        proxy
-            .sent()
-            .iter()
-            .filter(|s| {
-                s.sql
-                    .contains("statement_timestamp() = transaction_timestamp()")
-            })
-            .count()
-    };
     let (keeping, _) = pool(1);
     migrate(&keeping, &url, &outbox("outbox_kept").build())
         .await
         .unwrap();
-    assert_eq!(clean_checks(), 1, "a session kept is checked first");
+    assert_eq!(clean_checks(&proxy), 1, "a session kept is checked first");
     assert_eq!(keeping.sizes(), (1, 1));
 
     let (pool, counts) = pool(1);
@@ -689,7 +686,7 @@ async fn a_pool_that_keeps_none_lends_its_session_opened_ahead_and_closes_it_unc
     );
     assert_eq!(pool.sizes(), (0, 0), "and closed when given back");
     assert_eq!(counts.closed(Closed::Shutdown), 1);
-    assert_eq!(clean_checks(), 1, "without the check");
+    assert_eq!(clean_checks(&proxy), 1, "without the check");
     drop(keeping);
     all_sessions_end(&observer, "both pools' sessions to end").await;
 }
