@@ -32,18 +32,35 @@ if [ "$#" -eq 1 ] && [ "$1" = --pg-matrix ]; then
   shift
 fi
 
-# Without arguments: the node tests start now, in a process group of their own (ended if this run
-# is), and their output is printed when they end.
+# A phase that runs beside the rest: `start_beside NAME COMMAND...` starts it in a process group
+# of its own (ended if this run is) with its output kept in a file, and sets beside_pid and
+# beside_output; `await_beside WHAT PID OUTPUT` waits for it, prints its output and keeps its
+# failure in `status`.
+start_beside() {
+  beside_output=$(mktemp "${TMPDIR:-/tmp}/boxtable-$1.XXXXXX")
+  shift
+  setsid "$@" >"$beside_output" 2>&1 &
+  beside_pid=$!
+  local existing
+  existing=$(eval "set -- $(trap -p EXIT)"; printf '%s' "${3:-}")
+  # shellcheck disable=SC2064
+  trap "kill -TERM -- -$beside_pid 2>/dev/null && wait $beside_pid; rm -f '$beside_output'${existing:+; $existing}" EXIT
+}
+await_beside() {
+  local what=$1 pid=$2 output=$3 phase_status=0
+  wait "$pid" || phase_status=$?
+  echo "test.sh: $what, which ran beside the rest, ended with status $phase_status:" >&2
+  cat "$output"
+  [ "$phase_status" -eq 0 ] || status=$phase_status
+}
+
+# Without arguments: the node tests start now, and their output is printed when they end.
 node_modules=()
 node_phase=
 if [ $# -eq 0 ]; then
   mapfile -t node_modules < <(scripts/test-node.sh --modules)
-  node_output=$(mktemp "${TMPDIR:-/tmp}/boxtable-test-node.XXXXXX")
-  setsid scripts/test-node.sh >"$node_output" 2>&1 &
-  node_phase=$!
-  existing=$(eval "set -- $(trap -p EXIT)"; printf '%s' "${3:-}")
-  # shellcheck disable=SC2064
-  trap "kill -TERM -- -$node_phase 2>/dev/null && wait $node_phase; rm -f '$node_output'${existing:+; $existing}" EXIT
+  start_beside test-node scripts/test-node.sh
+  node_phase=$beside_pid node_output=$beside_output
 fi
 if [ -z "${CONTROL_PLANE_KUBECONFIG:-}" ]; then
   cp_start
@@ -115,21 +132,10 @@ if [ -n "$pg_matrix" ]; then
   others=$(tr ' ' '\n' <<<"$PG_SUPPORTED_MAJORS" | grep -vx "$system_major" | tr '\n' ' ')
   others=${others% }
   echo "test.sh: the main suite ran on PostgreSQL $system_major; the matrix runs $others beside the isolated phase" >&2
-  matrix_output=$(mktemp "${TMPDIR:-/tmp}/boxtable-pg-matrix.XXXXXX")
-  PG_MAJORS=$others PG_MATRIX_JOBS=2 setsid scripts/pg-matrix.sh >"$matrix_output" 2>&1 &
-  matrix_phase=$!
-  existing=$(eval "set -- $(trap -p EXIT)"; printf '%s' "${3:-}")
-  trap "kill -TERM -- -$matrix_phase 2>/dev/null && wait $matrix_phase; rm -f '$matrix_output'${existing:+; $existing}" EXIT
+  start_beside pg-matrix env PG_MAJORS="$others" PG_MATRIX_JOBS=2 scripts/pg-matrix.sh
+  matrix_phase=$beside_pid matrix_output=$beside_output
 fi
 interruptible cargo test --test suite --no-fail-fast -- --test-threads 1 "${isolated[@]}" || status=$?
-# Waits for a phase that ran beside the rest, prints its output and keeps its failure.
-await_beside() {
-  local what=$1 pid=$2 output=$3 phase_status=0
-  wait "$pid" || phase_status=$?
-  echo "test.sh: $what, which ran beside the rest, ended with status $phase_status:" >&2
-  cat "$output"
-  [ "$phase_status" -eq 0 ] || status=$phase_status
-}
 if [ -n "$matrix_phase" ]; then
   await_beside "the PostgreSQL matrix (scripts/pg-matrix.sh)" "$matrix_phase" "$matrix_output"
 fi
