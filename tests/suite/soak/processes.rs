@@ -220,6 +220,19 @@ impl Registry {
         self.entries.lock().unwrap().values().cloned().collect()
     }
 
+    /// Applies `change` to the BoxTable named `name`.
+    fn update(&self, name: &str, change: impl FnOnce(&mut Entry)) {
+        if let Some(e) = self
+            .entries
+            .lock()
+            .unwrap()
+            .values_mut()
+            .find(|e| e.name == name)
+        {
+            change(e);
+        }
+    }
+
     fn kind_of(&self, schema: &str, table: &str) -> Option<BoxKind> {
         self.entries
             .lock()
@@ -473,12 +486,8 @@ impl Soak {
             return;
         }
         let entry = live[rng.random_range(0..live.len())].clone();
-        {
-            let mut entries = self.registry.entries.lock().unwrap();
-            if let Some(e) = entries.values_mut().find(|e| e.name == entry.name) {
-                e.deleting = Some(Instant::now());
-            }
-        }
+        self.registry
+            .update(&entry.name, |e| e.deleting = Some(Instant::now()));
         self.stop_migrates(&entry);
         if entry.drop {
             // A suspended BoxTable changes nothing, drops included (it reports DropBlocked until
@@ -501,12 +510,8 @@ impl Soak {
             }
         })
         .await;
-        {
-            let mut entries = self.registry.entries.lock().unwrap();
-            if let Some(e) = entries.values_mut().find(|e| e.name == entry.name) {
-                e.went_unseen = Some(went_at_once);
-            }
-        }
+        self.registry
+            .update(&entry.name, |e| e.went_unseen = Some(went_at_once));
         if entry.drop {
             bump(&self.counts.drops);
         } else {
@@ -945,10 +950,7 @@ impl Soak {
                     self.survived_drop(client, &entry, table_left, rows).await;
                 }
             }
-            let mut entries = self.registry.entries.lock().unwrap();
-            if let Some(e) = entries.values_mut().find(|e| e.name == entry.name) {
-                e.gone = true;
-            }
+            self.registry.update(&entry.name, |e| e.gone = true);
         }
     }
 
